@@ -1,0 +1,40 @@
+# amptcp. `make help` lists the targets; `make test` is what CI runs.
+SHELL := /bin/bash
+GO ?= go
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -X github.com/amptcp/amptcp/internal/buildinfo.Version=$(VERSION)
+FUZZTIME ?= 1m
+
+.PHONY: help build test deps lint unit fuzz-smoke fuzz bench clean
+
+help: ## list the targets
+	@awk -F':.*## ' '/^[a-z-]+:.*## /{printf "  %-11s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+build: ## build bin/amptcp and bin/lispd
+	$(GO) build -ldflags '$(LDFLAGS)' -o bin/ ./cmd/...
+
+test: deps lint unit fuzz-smoke ## install what is missing, lint, run every test (privileged ones as root), fuzz briefly
+
+deps: ## install the Debian packages and Go tools that are missing (idempotent)
+	@scripts/deps.sh
+
+lint: ## gofmt, go vet and staticcheck
+	@out=$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go')); \
+	  if [[ -n $$out ]]; then echo "gofmt: these files need formatting:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	.tools/staticcheck ./...
+
+unit: ## run every test once, with the race detector
+	$(GO) test -race -count=1 ./...
+
+fuzz-smoke: ## run every fuzz target for a few seconds
+	@scripts/fuzz.sh 3s
+
+fuzz: ## run every fuzz target for FUZZTIME (default 1m) each
+	@scripts/fuzz.sh $(FUZZTIME)
+
+bench: ## run the benchmarks, with allocations
+	$(GO) test -run='^$$' -bench=. -benchmem ./...
+
+clean: ## remove build outputs
+	rm -rf bin out

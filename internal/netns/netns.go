@@ -1,0 +1,129 @@
+// Package netns creates named network namespaces and runs code inside them.
+//
+// Namespaces are named like `ip netns add` names them (a bind mount under
+// /run/netns), so `ip netns exec` and every other tool can enter them too.
+package netns
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+)
+
+// Dir is where named namespaces are bind-mounted, as iproute2 does.
+const Dir = "/run/netns"
+
+// NS is a named network namespace.
+type NS struct {
+	Name string
+}
+
+// Create makes a new named network namespace without entering it.
+func Create(name string) (*NS, error) {
+	if err := validName(name); err != nil {
+		return nil, err
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	orig, err := netns.Get()
+	if err != nil {
+		return nil, fmt.Errorf("get current namespace: %w", err)
+	}
+	defer orig.Close()
+	// NewNamed switches the calling thread into the new namespace: switch
+	// back before the thread is unlocked and reused by other goroutines.
+	h, err := netns.NewNamed(name)
+	if err != nil {
+		netns.Set(orig)
+		return nil, fmt.Errorf("create namespace %s: %w", name, err)
+	}
+	h.Close()
+	if err := netns.Set(orig); err != nil {
+		return nil, fmt.Errorf("return from namespace %s: %w", name, err)
+	}
+	return &NS{Name: name}, nil
+}
+
+// Path is the namespace's bind mount, usable with setns(2) or nsenter.
+func (n *NS) Path() string { return filepath.Join(Dir, n.Name) }
+
+// Do runs fn on a locked OS thread inside the namespace. Sockets fn opens
+// stay in the namespace after Do returns; goroutines fn starts do not
+// inherit it.
+func (n *NS) Do(fn func() error) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	orig, err := netns.Get()
+	if err != nil {
+		return fmt.Errorf("get current namespace: %w", err)
+	}
+	defer orig.Close()
+	target, err := netns.GetFromName(n.Name)
+	if err != nil {
+		return fmt.Errorf("open namespace %s: %w", n.Name, err)
+	}
+	defer target.Close()
+	if err := netns.Set(target); err != nil {
+		return fmt.Errorf("enter namespace %s: %w", n.Name, err)
+	}
+	fnErr := fn()
+	if err := netns.Set(orig); err != nil {
+		// The thread is stuck in the wrong namespace: let it die with
+		// the goroutine instead of returning it to the scheduler.
+		runtime.Goexit()
+	}
+	return fnErr
+}
+
+// Delete removes the namespace by name. Deleting one that does not exist
+// is not an error, so Delete is safe to call twice.
+func (n *NS) Delete() error { return Delete(n.Name) }
+
+// Delete removes the named namespace, if it exists.
+func Delete(name string) error {
+	if err := validName(name); err != nil {
+		return err
+	}
+	path := filepath.Join(Dir, name)
+	// EINVAL: the file is there but no longer a mount point (a crash
+	// between mount and remove); remove it all the same.
+	err := unix.Unmount(path, unix.MNT_DETACH)
+	if err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("delete namespace %s: %w", name, err)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("delete namespace %s: %w", name, err)
+	}
+	return nil
+}
+
+// List returns the names of the named namespaces that start with prefix.
+func List(prefix string) ([]string, error) {
+	entries, err := os.ReadDir(Dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), prefix) {
+			names = append(names, e.Name())
+		}
+	}
+	return names, nil
+}
+
+func validName(name string) error {
+	if name == "" || name == "." || name == ".." || strings.ContainsRune(name, '/') {
+		return fmt.Errorf("invalid namespace name %q", name)
+	}
+	return nil
+}

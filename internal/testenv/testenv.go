@@ -1,0 +1,54 @@
+// Package testenv holds the helpers that decide whether a test can run on
+// this machine, and that name what tests create so it can be cleaned up.
+//
+// Tests that need root, a kernel feature or an external tool call Require;
+// it skips with the reason on a developer's machine and fails instead when
+// AMPTCP_REQUIRE_PRIV=1 (CI sets it), so nothing skips silently in CI.
+package testenv
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"testing"
+)
+
+// RequireEnv is the environment variable that turns skips into failures.
+const RequireEnv = "AMPTCP_REQUIRE_PRIV"
+
+// Strict reports whether every test must run (AMPTCP_REQUIRE_PRIV=1).
+func Strict() bool { return os.Getenv(RequireEnv) == "1" }
+
+// Require skips t with reason, or fails it when Strict, unless ok is true.
+func Require(t testing.TB, ok bool, reason string) {
+	t.Helper()
+	if ok {
+		return
+	}
+	if Strict() {
+		t.Fatalf("%s (and %s=1 forbids skipping)", reason, RequireEnv)
+		return
+	}
+	t.Skip(reason)
+}
+
+// RequireRoot needs an effective user ID of 0, as namespaces, BPF and
+// generic netlink commands do.
+func RequireRoot(t testing.TB) {
+	t.Helper()
+	Require(t, os.Geteuid() == 0, "needs root (namespaces, BPF, netlink)")
+}
+
+// RequireTool needs an executable on PATH and returns its path.
+func RequireTool(t testing.TB, name string) string {
+	t.Helper()
+	path, err := exec.LookPath(name)
+	Require(t, err == nil, fmt.Sprintf("needs %s on PATH (make deps installs it)", name))
+	return path
+}
+
+// Prefix is this test process's per-run prefix for the names of
+// namespaces, links and files that tests create. It is short because Linux
+// interface names have at most 15 bytes.
+var Prefix = "at" + strconv.FormatInt(int64(os.Getpid())%(36*36*36*36), 36)
