@@ -92,12 +92,9 @@ type Signature struct {
 
 // MaxSignatures is the most signatures a referral record can carry
 // (4-bit SigCnt).
-const MaxSignatures = 15
+const MaxSignatures = maxSigCount
 
-const (
-	referralIncomplete = 1 << 11
-	signatureFixedLen  = 20
-)
+const signatureFixedLen = 20
 
 func (m *MapReferral) Type() MsgType { return TypeMapReferral }
 
@@ -134,31 +131,11 @@ func (m *MapReferral) AppendBinary(b []byte) ([]byte, error) {
 
 func (rec *ReferralRecord) appendTo(b []byte) ([]byte, error) {
 	const name = "Map-Referral"
-	switch {
-	case len(rec.Referrals) > 255:
-		return nil, countError(name, "referrals", len(rec.Referrals), 255)
-	case len(rec.Signatures) > MaxSignatures:
-		return nil, countError(name, "signatures", len(rec.Signatures), MaxSignatures)
-	case rec.Action > ReferralAction(maxAction):
-		return nil, encodeError(name, "action %d exceeds 3 bits", rec.Action)
-	case rec.MapVersion > MaxMapVersion:
-		return nil, encodeError(name, "map-version %d exceeds 12 bits", rec.MapVersion)
-	}
-	if err := checkMaskLen(rec.EID, rec.MaskLen); err != nil {
-		return nil, encodeError(name, "EID %s: %v", rec.EID, err)
-	}
-	b = binary.BigEndian.AppendUint32(b, rec.TTL)
-	b = append(b, byte(len(rec.Referrals)), rec.MaskLen)
-	w := uint16(rec.Action) << actionShift
-	if rec.Authoritative {
-		w |= recordAuthoritativeFlag
-	}
-	if rec.Incomplete {
-		w |= referralIncomplete
-	}
-	b = binary.BigEndian.AppendUint16(b, w)
-	b = binary.BigEndian.AppendUint16(b, uint16(len(rec.Signatures))<<12|rec.MapVersion)
-	b, err := appendAddress(b, rec.EID, 0)
+	b, err := appendRecordHeader(b, recordHeader{
+		ttl: rec.TTL, count: len(rec.Referrals), maskLen: rec.MaskLen,
+		action: uint8(rec.Action), authoritative: rec.Authoritative, incomplete: rec.Incomplete,
+		sigCount: len(rec.Signatures), mapVersion: rec.MapVersion,
+	}, rec.EID, name, "referrals")
 	if err != nil {
 		return nil, err
 	}
@@ -208,32 +185,18 @@ func (m *MapReferral) decode(r *reader) {
 }
 
 func (r *reader) referralRecord(rec *ReferralRecord) {
-	rec.TTL = r.u32("record TTL")
-	count := int(r.u8("referral count"))
-	rec.MaskLen = r.u8("EID mask-len")
-	maskAt := r.off - 1
-	w := r.u16("ACT, A and I bits")
-	rec.Action = ReferralAction(w >> actionShift)
-	rec.Authoritative = w&recordAuthoritativeFlag != 0
-	rec.Incomplete = w&referralIncomplete != 0
-	v := r.u16("SigCnt and map-version")
-	rec.MapVersion = v & MaxMapVersion
-	sigCount := int(v >> 12)
-	r.address(&rec.EID)
+	h := r.recordHeader(&rec.EID)
 	if r.err != nil {
-		r.prefix("EID.")
 		return
 	}
-	if checkMaskLen(rec.EID, rec.MaskLen) != nil {
-		r.failAt(maskAt, "EID mask-len", ErrBadValue)
-		return
-	}
-	rec.Referrals = r.locators(rec.Referrals, count, "referrals")
+	rec.TTL, rec.MaskLen, rec.MapVersion = h.ttl, h.maskLen, h.mapVersion
+	rec.Action, rec.Authoritative, rec.Incomplete = ReferralAction(h.action), h.authoritative, h.incomplete
+	rec.Referrals = r.locators(rec.Referrals, h.count, "referrals")
 	if r.err != nil {
 		return
 	}
 	rec.Signatures = rec.Signatures[:0]
-	for i := range sigCount {
+	for i := range h.sigCount {
 		sig := Signature{
 			OriginalTTL: r.u32("original record TTL"),
 			Expiration:  r.u32("signature expiration"),

@@ -171,27 +171,95 @@ func (rec *MapRecord) Len() int {
 	return n
 }
 
-func (rec *MapRecord) appendTo(b []byte, msg string) ([]byte, error) {
+// recordHeader is the fixed part of an EID-record and its EID, which the
+// records of Map-Reply, Map-Register, Map-Notify and Map-Referral share:
+//
+//	|                          Record TTL                           |
+//	| Locator Count | EID mask-len  | ACT |A|I|     Reserved        |
+//	|SigCnt |  Map-Version Number   |       EID-Prefix-AFI          |
+//	|                          EID-Prefix                           |
+//
+// I (incomplete) and SigCnt are Map-Referral's; elsewhere they are zero.
+type recordHeader struct {
+	ttl           uint32
+	count         int // locators or referrals
+	maskLen       uint8
+	action        uint8
+	authoritative bool
+	incomplete    bool
+	sigCount      int
+	mapVersion    uint16
+}
+
+const (
+	referralIncomplete = 1 << 11
+	maxSigCount        = 15 // 4-bit SigCnt
+)
+
+// appendRecordHeader checks what must fit its field and appends the header
+// and the EID; what names the counted items in errors.
+func appendRecordHeader(b []byte, h recordHeader, eid Address, msg, what string) ([]byte, error) {
 	switch {
-	case len(rec.Locators) > 255:
-		return nil, countError(msg, "locators", len(rec.Locators), 255)
-	case rec.Action > maxAction:
-		return nil, encodeError(msg, "action %d exceeds 3 bits", rec.Action)
-	case rec.MapVersion > MaxMapVersion:
-		return nil, encodeError(msg, "map-version %d exceeds 12 bits", rec.MapVersion)
+	case h.count > 255:
+		return nil, countError(msg, what, h.count, 255)
+	case h.sigCount > maxSigCount:
+		return nil, countError(msg, "signatures", h.sigCount, maxSigCount)
+	case h.action > uint8(maxAction):
+		return nil, encodeError(msg, "action %d exceeds 3 bits", h.action)
+	case h.mapVersion > MaxMapVersion:
+		return nil, encodeError(msg, "map-version %d exceeds 12 bits", h.mapVersion)
 	}
-	if err := checkMaskLen(rec.EID, rec.MaskLen); err != nil {
-		return nil, encodeError(msg, "EID %s: %v", rec.EID, err)
+	if err := checkMaskLen(eid, h.maskLen); err != nil {
+		return nil, encodeError(msg, "EID %s: %v", eid, err)
 	}
-	b = binary.BigEndian.AppendUint32(b, rec.TTL)
-	b = append(b, byte(len(rec.Locators)), rec.MaskLen)
-	w := uint16(rec.Action) << actionShift
-	if rec.Authoritative {
+	b = binary.BigEndian.AppendUint32(b, h.ttl)
+	b = append(b, byte(h.count), h.maskLen)
+	w := uint16(h.action) << actionShift
+	if h.authoritative {
 		w |= recordAuthoritativeFlag
 	}
+	if h.incomplete {
+		w |= referralIncomplete
+	}
 	b = binary.BigEndian.AppendUint16(b, w)
-	b = binary.BigEndian.AppendUint16(b, rec.MapVersion)
-	b, err := appendAddress(b, rec.EID, 0)
+	b = binary.BigEndian.AppendUint16(b, uint16(h.sigCount)<<12|h.mapVersion)
+	return appendAddress(b, eid, 0)
+}
+
+// recordHeader decodes a record's fixed part and its EID into eid, which
+// must fit the mask-len.
+func (r *reader) recordHeader(eid *Address) recordHeader {
+	start := r.off
+	f := r.take(recordFixedLen, "record header")
+	if f == nil {
+		return recordHeader{}
+	}
+	w := binary.BigEndian.Uint16(f[6:])
+	v := binary.BigEndian.Uint16(f[8:])
+	h := recordHeader{
+		ttl:           binary.BigEndian.Uint32(f),
+		count:         int(f[4]),
+		maskLen:       f[5],
+		action:        uint8(w >> actionShift),
+		authoritative: w&recordAuthoritativeFlag != 0,
+		incomplete:    w&referralIncomplete != 0,
+		sigCount:      int(v >> 12),
+		mapVersion:    v & MaxMapVersion,
+	}
+	r.address(eid)
+	if r.err != nil {
+		r.prefix("EID.")
+	} else if checkMaskLen(*eid, h.maskLen) != nil {
+		r.failAt(start+5, "EID mask-len", ErrBadValue)
+	}
+	return h
+}
+
+func (rec *MapRecord) appendTo(b []byte, msg string) ([]byte, error) {
+	b, err := appendRecordHeader(b, recordHeader{
+		ttl: rec.TTL, count: len(rec.Locators), maskLen: rec.MaskLen,
+		action: uint8(rec.Action), authoritative: rec.Authoritative, mapVersion: rec.MapVersion,
+	}, rec.EID, msg, "locators")
 	if err != nil {
 		return nil, err
 	}
@@ -204,29 +272,13 @@ func (rec *MapRecord) appendTo(b []byte, msg string) ([]byte, error) {
 }
 
 func (r *reader) record(rec *MapRecord) {
-	start := r.off
-	h := r.take(recordFixedLen, "record header")
-	if h == nil {
-		return
-	}
-	rec.TTL = binary.BigEndian.Uint32(h)
-	count := int(h[4])
-	rec.MaskLen = h[5]
-	w := binary.BigEndian.Uint16(h[6:])
-	rec.Action = Action(w >> actionShift)
-	rec.Authoritative = w&recordAuthoritativeFlag != 0
-	rec.MapVersion = binary.BigEndian.Uint16(h[8:]) & MaxMapVersion
-	maskAt := start + 5
-	r.address(&rec.EID)
+	h := r.recordHeader(&rec.EID)
 	if r.err != nil {
-		r.prefix("EID.")
 		return
 	}
-	if checkMaskLen(rec.EID, rec.MaskLen) != nil {
-		r.failAt(maskAt, "EID mask-len", ErrBadValue)
-		return
-	}
-	rec.Locators = r.locators(rec.Locators, count, "locators")
+	rec.TTL, rec.MaskLen, rec.MapVersion = h.ttl, h.maskLen, h.mapVersion
+	rec.Action, rec.Authoritative = Action(h.action), h.authoritative
+	rec.Locators = r.locators(rec.Locators, h.count, "locators")
 }
 
 // records decodes n EID-records into dst, reusing its storage.
