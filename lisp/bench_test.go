@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
+	"reflect"
 	"testing"
 
 	"github.com/amptcp/amptcp/lisp"
@@ -190,5 +191,25 @@ func TestDataHeaderAllocatesNothing(t *testing.T) {
 		}
 	}); n != 0 {
 		t.Errorf("AppendBinary: %.1f allocations, want 0", n)
+	}
+}
+
+// Decoding Encapsulated Map-Requests into the same value, as the
+// map-resolver's loop does, allocates nothing.
+func TestECMDecodeReuseAllocatesNothing(t *testing.T) {
+	wire := readVector(t, "msg-ecm-ipv4")
+	var m lisp.ECM
+	if err := m.DecodeFromBytes(wire); err != nil {
+		t.Fatal(err)
+	}
+	if n := testing.AllocsPerRun(100, func() {
+		if err := m.DecodeFromBytes(wire); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Errorf("decoding an ECM again allocates %.1f times", n)
+	}
+	if !reflect.DeepEqual(&m, messageVectors["msg-ecm-ipv4"]) {
+		t.Errorf("reused decode = %s", &m)
 	}
 }

@@ -125,7 +125,15 @@ func (m *ECM) decode(r *reader) {
 		r.fail("message type", fmt.Errorf("%w: ECM inside an ECM", ErrBadValue))
 		return
 	}
-	m.Message = r.message()
+	if prev, ok := m.Message.(*MapRequest); ok && inner == TypeMapRequest {
+		// Decoding into the same ECM again reuses its Map-Request, as the
+		// map-resolver's loop does.
+		r.msg = "Map-Request"
+		prev.decode(r)
+		r.finish()
+	} else {
+		m.Message = r.message()
+	}
 	r.msg = "ECM"
 	if r.err != nil {
 		r.err.Msg = "ECM"

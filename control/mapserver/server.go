@@ -1,0 +1,302 @@
+// Package mapserver is the map-server role of lispd (RFC 9301 §8.2 and
+// §8.3): it authenticates Map-Registers from the ETRs of configured sites,
+// keeps their registrations until they expire, acknowledges them with
+// Map-Notify when asked, and answers for the EIDs it holds (a proxy reply,
+// or the ETR to forward the Map-Request to).
+package mapserver
+
+import (
+	"container/heap"
+	"log/slog"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/amptcp/amptcp/config"
+	"github.com/amptcp/amptcp/control"
+	"github.com/amptcp/amptcp/lisp"
+	"github.com/amptcp/amptcp/mapping"
+)
+
+// Server is the map-server. Its methods are safe for concurrent use: many
+// Resolve calls run in parallel, registrations take turns.
+type Server struct {
+	log      *slog.Logger
+	now      func() time.Time
+	timeout  time.Duration
+	proxyTTL uint32 // minutes
+
+	sites        []*Site
+	sitePrefixes *mapping.Table[*SitePrefix] // read-only after New
+
+	mu      sync.RWMutex
+	regs    *mapping.Table[*Registration]
+	expiry  expiryHeap
+	counter counters
+}
+
+// New returns a map-server for a validated configuration. A nil logger
+// discards.
+func New(cfg *config.MapServer, log *slog.Logger) (*Server, error) {
+	sites, table, err := newSites(cfg.Sites)
+	if err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Server{
+		log:          log.With("component", "map-server"),
+		now:          time.Now,
+		timeout:      cfg.RegistrationTimeout.Duration,
+		proxyTTL:     uint32(cfg.ProxyReplyTTL.Minutes()),
+		sites:        sites,
+		sitePrefixes: table,
+		regs:         mapping.NewTable[*Registration](),
+	}, nil
+}
+
+// SetClock replaces time.Now, for tests of expiry.
+func (s *Server) SetClock(now func() time.Time) { s.now = now }
+
+// Resolve says what the map-server knows of eid in instance iid: a
+// mapping to proxy, an ETR to forward to, or where there is nothing.
+func (s *Server) Resolve(iid uint32, eid netip.Addr) mapping.Answer {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if reg, ok := s.regs.Lookup(iid, eid); ok {
+		if reg.Proxy {
+			return mapping.Answer{Kind: mapping.Mapping, EID: reg.EID, Record: reg.Record}
+		}
+		return mapping.Answer{Kind: mapping.Forward, EID: reg.EID, ETR: reg.forwardTo()}
+	}
+	if site, _, ok := s.sitePrefixes.Covering(mapping.HostEID(iid, eid)); ok {
+		return mapping.Answer{Kind: mapping.Unregistered, EID: s.regs.Gap(site, eid)}
+	}
+	return mapping.Answer{Kind: mapping.NotFound, EID: s.sitePrefixes.Gap(wholeSpace(iid, eid), eid)}
+}
+
+// wholeSpace is the prefix of every address of a's family in iid.
+func wholeSpace(iid uint32, a netip.Addr) mapping.EID {
+	return mapping.NewEID(iid, netip.PrefixFrom(a, 0))
+}
+
+// HandleRegister processes a Map-Register that arrived from src and queues
+// its Map-Notify, if it asked for one, in out. A refused Map-Register
+// changes nothing; it is counted by reason and logged.
+func (s *Server) HandleRegister(raw []byte, src netip.AddrPort, out *control.Outbox) {
+	var m lisp.MapRegister
+	if err := m.DecodeFromBytes(raw); err != nil {
+		s.refuse(Malformed, src, nil, "error", err)
+		return
+	}
+	site, eids, reason := s.authorize(&m)
+	if reason != Accepted {
+		s.refuse(reason, src, &m)
+		return
+	}
+	key, reason := s.authenticate(site, &m, raw)
+	if reason != Accepted {
+		s.refuse(reason, src, &m, "site", site.Name)
+		return
+	}
+	s.apply(site, &m, eids, src)
+	s.counter.add(Accepted)
+	if m.WantMapNotify {
+		s.notify(&m, src, key, out)
+	}
+}
+
+// authorize maps the records to EIDs and finds the one site they all
+// belong to. A Map-Register is taken whole or not at all.
+func (s *Server) authorize(m *lisp.MapRegister) (*Site, []mapping.EID, Reason) {
+	if len(m.Records) == 0 {
+		return nil, nil, NoRecords
+	}
+	var site *Site
+	eids := make([]mapping.EID, len(m.Records))
+	for i, rec := range m.Records {
+		e, err := mapping.FromWire(rec.EID, rec.MaskLen)
+		if err != nil {
+			return nil, nil, UnsupportedEID
+		}
+		sp, ok := admits(s.sitePrefixes, e)
+		switch {
+		case !ok && i == 0:
+			return nil, nil, UnknownSite
+		case !ok || (site != nil && sp.site != site):
+			return nil, nil, OutsideSite
+		}
+		site, eids[i] = sp.site, e
+	}
+	return site, eids, Accepted
+}
+
+// authenticate checks the message with the site's key for its Key ID and
+// algorithm, and returns the key for the Map-Notify.
+func (s *Server) authenticate(site *Site, m *lisp.MapRegister, raw []byte) ([]byte, Reason) {
+	if m.Auth.Algorithm == lisp.AuthNone {
+		if !site.AllowUnauthenticated || len(m.Auth.Data) != 0 {
+			return nil, Unauthenticated
+		}
+		return nil, Accepted
+	}
+	key, ok := site.key(m.Auth.KeyID, m.Auth.Algorithm)
+	if !ok {
+		return nil, UnknownKey
+	}
+	if err := lisp.Verify(raw, key); err != nil {
+		return nil, AuthFailed
+	}
+	return key, Accepted
+}
+
+// apply stores the records of an accepted Map-Register.
+func (s *Server) apply(site *Site, m *lisp.MapRegister, eids []mapping.EID, src netip.AddrPort) {
+	now := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, rec := range m.Records {
+		etr := &ETR{
+			Source: src, XTRID: m.XTRID, Record: rec,
+			ProxyReply: m.ProxyReply, Merge: m.MergeRequest, KeyID: m.Auth.KeyID,
+			First: now, Last: now, Expires: now.Add(s.lifetime(m, rec)),
+			Registers: 1, WantedNotify: m.WantMapNotify,
+		}
+		old, _ := s.regs.Get(eids[i])
+		if old == nil {
+			old = &Registration{EID: eids[i], Site: site}
+		}
+		if rec.TTL == 0 { // de-registration
+			next, gone := old.without(etr.identity(), s.proxyTTL)
+			s.replace(eids[i], next)
+			s.expiry.stop(gone)
+			continue
+		}
+		next, dropped := old.with(etr, s.proxyTTL)
+		s.replace(eids[i], next)
+		for _, d := range dropped {
+			s.expiry.stop(d)
+		}
+		s.expiry.schedule(etr, eids[i])
+		if old.ETRs == nil {
+			s.log.Info("registered", "eid", eids[i], "site", site.Name, "from", src, "rlocs", len(rec.Locators))
+		}
+	}
+}
+
+// lifetime is how long a registration lasts: the record TTL (minutes)
+// when the T bit asks for it, else the configured timeout.
+func (s *Server) lifetime(m *lisp.MapRegister, rec lisp.MapRecord) time.Duration {
+	if m.UseTTL && rec.TTL != lisp.TTLForever {
+		return time.Duration(rec.TTL) * time.Minute
+	}
+	return s.timeout
+}
+
+func (s *Server) replace(e mapping.EID, reg *Registration) {
+	if reg == nil {
+		s.regs.Delete(e)
+		return
+	}
+	s.regs.Insert(e, reg)
+}
+
+// notify acknowledges m with a Map-Notify to where it came from (as OOR
+// and lispers.net do), with its nonce, records and xTR-ID, authenticated
+// with the same key.
+func (s *Server) notify(m *lisp.MapRegister, src netip.AddrPort, key []byte, out *control.Outbox) {
+	n := &lisp.MapNotify{
+		Nonce:   m.Nonce,
+		Auth:    lisp.Auth{KeyID: m.Auth.KeyID, Algorithm: m.Auth.Algorithm},
+		Records: m.Records,
+		XTRID:   m.XTRID,
+	}
+	if err := out.AppendSigned(src, n, key); err != nil {
+		s.log.Warn("cannot build Map-Notify", "to", src, "error", err)
+		return
+	}
+	s.counter.notifies.Add(1)
+}
+
+func (s *Server) refuse(r Reason, src netip.AddrPort, m *lisp.MapRegister, attrs ...any) {
+	s.counter.add(r)
+	attrs = append(attrs, "reason", r.String(), "from", src)
+	if m != nil && len(m.Records) > 0 {
+		attrs = append(attrs, "eid", m.Records[0].EID, "mask_len", m.Records[0].MaskLen)
+	}
+	s.log.Warn("Map-Register refused", attrs...)
+}
+
+// Expire drops the registrations whose time has come and returns how many
+// ETR registrations it dropped.
+func (s *Server) Expire() int {
+	now := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	dropped := 0
+	for s.expiry.Len() > 0 && s.expiry[0].at <= now.UnixNano() {
+		t := heap.Pop(&s.expiry).(*timer)
+		reg, ok := s.regs.Get(t.eid)
+		if !ok {
+			continue
+		}
+		next, etr := reg.without(t.id, s.proxyTTL)
+		s.replace(t.eid, next)
+		dropped++
+		s.counter.expired.Add(1)
+		s.log.Info("registration expired", "eid", t.eid, "site", reg.Site.Name, "from", etr.Source,
+			"registered_for", now.Sub(etr.First).Round(time.Second))
+	}
+	return dropped
+}
+
+// timer is an ETR registration's time to go, kept in a heap ordered by
+// time. Each ETR registration has one: a refresh moves it.
+type timer struct {
+	at    int64 // Unix nanoseconds
+	eid   mapping.EID
+	id    identity
+	index int // in the heap
+}
+
+type expiryHeap []*timer
+
+// schedule sets the timer of etr, a registration of eid, to etr.Expires.
+func (h *expiryHeap) schedule(etr *ETR, eid mapping.EID) {
+	if etr.timer == nil {
+		etr.timer = &timer{eid: eid, id: etr.identity()}
+		etr.timer.at = etr.Expires.UnixNano()
+		heap.Push(h, etr.timer)
+		return
+	}
+	etr.timer.at = etr.Expires.UnixNano()
+	heap.Fix(h, etr.timer.index)
+}
+
+// stop removes the timer of an ETR registration that is gone.
+func (h *expiryHeap) stop(etr *ETR) {
+	if etr != nil && etr.timer != nil && etr.timer.index >= 0 {
+		heap.Remove(h, etr.timer.index)
+	}
+}
+
+func (h expiryHeap) Len() int           { return len(h) }
+func (h expiryHeap) Less(i, j int) bool { return h[i].at < h[j].at }
+func (h expiryHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].index, h[j].index = i, j
+}
+func (h *expiryHeap) Push(x any) {
+	t := x.(*timer)
+	t.index = len(*h)
+	*h = append(*h, t)
+}
+func (h *expiryHeap) Pop() any {
+	old := *h
+	t := old[len(old)-1]
+	old[len(old)-1] = nil
+	t.index = -1
+	*h = old[:len(old)-1]
+	return t
+}

@@ -1,0 +1,346 @@
+package mapserver
+
+import (
+	"encoding/json"
+	"net/netip"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/amptcp/amptcp/config"
+	"github.com/amptcp/amptcp/control"
+	"github.com/amptcp/amptcp/lisp"
+	"github.com/amptcp/amptcp/mapping"
+)
+
+const testConfig = `
+roles: [map-server]
+map-server:
+  registration-timeout: 3m
+  sites:
+    - name: site-a
+      keys:
+        - {id: 0, secret: key-a}
+        - {id: 1, algorithm: hmac-sha1, secret: key-a-sha1}
+      eid-prefixes:
+        - {prefix: 10.1.0.0/16}
+        - {prefix: 10.8.0.0/13, accept-more-specifics: true}
+        - {prefix: 10.1.0.0/16, instance-id: 1000}
+    - name: site-b
+      keys: [{id: 0, secret: key-b}]
+      proxy-reply: false
+      eid-prefixes: [{prefix: 2001:db8:b::/48}]
+    - name: open
+      allow-unauthenticated: true
+      eid-prefixes: [{prefix: 192.168.0.0/16}]
+`
+
+type clock struct{ t time.Time }
+
+func (c *clock) now() time.Time          { return c.t }
+func (c *clock) advance(d time.Duration) { c.t = c.t.Add(d) }
+
+func newServer(t *testing.T) (*Server, *clock) {
+	t.Helper()
+	cfg, err := config.Parse([]byte(testConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(cfg.MapServer, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &clock{time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)}
+	s.SetClock(c.now)
+	return s, c
+}
+
+var (
+	etr1 = netip.MustParseAddrPort("192.0.2.1:61001")
+	etr2 = netip.MustParseAddrPort("192.0.2.2:61002")
+)
+
+func record(eid string, rlocs ...lisp.Address) lisp.MapRecord {
+	p := netip.MustParsePrefix(eid)
+	rec := lisp.MapRecord{TTL: 3, EID: lisp.IPAddress(p.Addr()), MaskLen: uint8(p.Bits()), Authoritative: true}
+	for _, a := range rlocs {
+		rec.Locators = append(rec.Locators, lisp.Locator{Priority: 1, Weight: 50, Reachable: true, Address: a})
+	}
+	return rec
+}
+
+func register(t *testing.T, m *lisp.MapRegister, key string) []byte {
+	t.Helper()
+	if m.Auth.Algorithm == 0 && key != "" {
+		m.Auth.Algorithm = lisp.AuthHMACSHA256
+	}
+	b, err := m.AppendSigned(nil, []byte(key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestRegisterNotifyAndProxyReply(t *testing.T) {
+	s, _ := newServer(t)
+	elp := lisp.LCAFAddress(&lisp.AFIList{Addresses: []lisp.Address{{}, lisp.LCAFAddress(&lisp.ELP{Hops: []lisp.ELPHop{
+		{Address: lisp.MustParseAddress("198.51.100.1"), RLOCProbe: true},
+		{Address: lisp.MustParseAddress("198.51.100.2"), Strict: true},
+	}})}})
+	rec := record("10.1.0.0/16", lisp.MustParseAddress("192.0.2.1"), elp)
+	var out control.Outbox
+	s.HandleRegister(register(t, &lisp.MapRegister{
+		ProxyReply: true, WantMapNotify: true, Nonce: 77, Records: []lisp.MapRecord{rec},
+		XTRID: &lisp.XTRID{ID: [16]byte{1}, SiteID: 9},
+	}, "key-a"), etr1, &out)
+
+	if got := s.Counters().Registers[Accepted]; got != 1 {
+		t.Fatalf("accepted = %d", got)
+	}
+	// The Map-Notify goes back to the ETR, authenticated, with the nonce,
+	// records and xTR-ID of the Map-Register.
+	if out.Len() != 1 {
+		t.Fatalf("%d datagrams queued, want the Map-Notify", out.Len())
+	}
+	dst, b := out.At(0)
+	if dst != etr1 || lisp.Verify(b, []byte("key-a")) != nil {
+		t.Fatalf("Map-Notify to %s verifies: %v", dst, lisp.Verify(b, []byte("key-a")))
+	}
+	m, err := lisp.Parse(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := m.(*lisp.MapNotify)
+	if n.Nonce != 77 || n.XTRID.SiteID != 9 || len(n.Records) != 1 || !n.Records[0].EID.Equal(rec.EID) {
+		t.Errorf("Map-Notify = %s", n)
+	}
+	// A proxy answer carries the registered locators unchanged, ELP
+	// included, with the proxy TTL and A clear.
+	ans := s.Resolve(0, netip.MustParseAddr("10.1.2.3"))
+	if ans.Kind != mapping.Mapping || ans.EID.String() != "10.1.0.0/16" {
+		t.Fatalf("Resolve = %+v", ans)
+	}
+	if !reflect.DeepEqual(ans.Record.Locators, rec.Locators) || ans.Record.TTL != 1440 || ans.Record.Authoritative {
+		t.Errorf("proxy record = %s", &ans.Record)
+	}
+}
+
+func TestForwardWithoutProxyReply(t *testing.T) {
+	s, _ := newServer(t)
+	var out control.Outbox
+	// The ETR does not ask for proxy replies.
+	s.HandleRegister(register(t, &lisp.MapRegister{Records: []lisp.MapRecord{
+		record("10.1.0.0/16", lisp.MustParseAddress("192.0.2.1")),
+	}}, "key-a"), etr1, &out)
+	if ans := s.Resolve(0, netip.MustParseAddr("10.1.9.9")); ans.Kind != mapping.Forward || ans.ETR != etr1.Addr() {
+		t.Errorf("Resolve = %+v, want forward to %s", ans, etr1.Addr())
+	}
+	if out.Len() != 0 {
+		t.Error("a Map-Notify was sent though M was clear")
+	}
+	// Site b does not allow proxy replies even when the ETR asks.
+	s.HandleRegister(register(t, &lisp.MapRegister{ProxyReply: true, Records: []lisp.MapRecord{
+		record("2001:db8:b::/48", lisp.MustParseAddress("2001:db8::1")),
+	}}, "key-b"), etr2, &out)
+	if ans := s.Resolve(0, netip.MustParseAddr("2001:db8:b::1")); ans.Kind != mapping.Forward {
+		t.Errorf("site without proxy replies: Resolve = %+v", ans)
+	}
+}
+
+// Each refusal is counted by its reason and leaves the state as it was.
+func TestRefusalsLeaveStateUnchanged(t *testing.T) {
+	s, _ := newServer(t)
+	var out control.Outbox
+	s.HandleRegister(register(t, &lisp.MapRegister{ProxyReply: true, Records: []lisp.MapRecord{
+		record("10.1.0.0/16", lisp.MustParseAddress("192.0.2.1")),
+	}}, "key-a"), etr1, &out)
+	before := status(t, s)
+	attacker := lisp.MustParseAddress("203.0.113.66")
+	hijack := func(eid string) []lisp.MapRecord { return []lisp.MapRecord{record(eid, attacker)} }
+	signedWrongKey := register(t, &lisp.MapRegister{Records: hijack("10.1.0.0/16")}, "guess")
+	tampered := register(t, &lisp.MapRegister{Records: hijack("10.1.0.0/16")}, "key-a")
+	tampered[len(tampered)-1] ^= 1 // the RLOC changed after signing
+	for _, tc := range []struct {
+		name   string
+		msg    []byte
+		reason Reason
+	}{
+		{"wrong key", signedWrongKey, AuthFailed},
+		{"altered after signing", tampered, AuthFailed},
+		{"unknown key ID", register(t, &lisp.MapRegister{Auth: lisp.Auth{KeyID: 7, Algorithm: lisp.AuthHMACSHA256},
+			Records: hijack("10.1.0.0/16")}, "key-a"), UnknownKey},
+		{"algorithm 0", register(t, &lisp.MapRegister{Records: hijack("10.1.0.0/16")}, ""), Unauthenticated},
+		{"unknown site", register(t, &lisp.MapRegister{Records: hijack("172.16.0.0/16")}, "key-a"), UnknownSite},
+		{"more-specific not accepted", register(t, &lisp.MapRegister{Records: hijack("10.1.1.0/24")}, "key-a"), UnknownSite},
+		{"second record in another site", register(t, &lisp.MapRegister{Records: append(hijack("10.1.0.0/16"),
+			hijack("2001:db8:b::/48")...)}, "key-a"), OutsideSite},
+		{"second record outside every site", register(t, &lisp.MapRegister{Records: append(hijack("10.1.0.0/16"),
+			hijack("172.16.0.0/16")...)}, "key-a"), OutsideSite},
+		{"no records", register(t, &lisp.MapRegister{}, "key-a"), NoRecords},
+		{"name EID", register(t, &lisp.MapRegister{Records: []lisp.MapRecord{{EID: lisp.NameAddress("x")}}}, "key-a"), UnsupportedEID},
+		{"truncated", signedWrongKey[:30], Malformed},
+		{"oversized", append(signedWrongKey, make([]byte, 100)...), Malformed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			was := s.Counters().Registers[tc.reason]
+			s.HandleRegister(tc.msg, netip.MustParseAddrPort("203.0.113.66:4342"), &out)
+			if got := s.Counters().Registers[tc.reason]; got != was+1 {
+				t.Errorf("%s counter = %d, want %d", tc.reason, got, was+1)
+			}
+			if after := status(t, s); after != before {
+				t.Errorf("state changed:\nbefore %s\nafter  %s", before, after)
+			}
+			if out.Len() != 0 {
+				t.Errorf("refused Map-Register answered")
+			}
+		})
+	}
+}
+
+func status(t *testing.T, s *Server) string {
+	t.Helper()
+	b, err := json.Marshal(s.Status())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestUnauthenticatedOnlyWhereAllowed(t *testing.T) {
+	s, _ := newServer(t)
+	var out control.Outbox
+	s.HandleRegister(register(t, &lisp.MapRegister{Records: []lisp.MapRecord{
+		record("192.168.0.0/16", lisp.MustParseAddress("192.0.2.9")),
+	}}, ""), etr1, &out)
+	if s.Counters().Registers[Accepted] != 1 {
+		t.Fatal("the open site refused an unauthenticated Map-Register")
+	}
+}
+
+func TestMoreSpecificsAndSHA1(t *testing.T) {
+	s, _ := newServer(t)
+	var out control.Outbox
+	m := &lisp.MapRegister{Auth: lisp.Auth{KeyID: 1, Algorithm: lisp.AuthHMACSHA1}, ProxyReply: true,
+		Records: []lisp.MapRecord{record("10.9.1.0/24", lisp.MustParseAddress("192.0.2.1"))}}
+	s.HandleRegister(register(t, m, "key-a-sha1"), etr1, &out)
+	if ans := s.Resolve(0, netip.MustParseAddr("10.9.1.1")); ans.Kind != mapping.Mapping || ans.EID.String() != "10.9.1.0/24" {
+		t.Fatalf("more-specific under an accept-more-specifics prefix: %+v", ans)
+	}
+	// Elsewhere in that prefix: unregistered, and the negative prefix
+	// stays clear of the registered /24.
+	if ans := s.Resolve(0, netip.MustParseAddr("10.9.2.1")); ans.Kind != mapping.Unregistered || ans.EID.String() != "10.9.2.0/23" {
+		t.Errorf("unregistered part of a site: %+v", ans)
+	}
+}
+
+func TestNegativeAnswers(t *testing.T) {
+	s, _ := newServer(t)
+	for _, tc := range []struct {
+		iid  uint32
+		eid  string
+		kind mapping.AnswerKind
+		neg  string
+	}{
+		{0, "10.1.2.3", mapping.Unregistered, "10.1.0.0/16"},
+		{1000, "10.1.2.3", mapping.Unregistered, "[1000]10.1.0.0/16"},
+		{0, "10.0.0.1", mapping.NotFound, "10.0.0.0/16"},          // shares 15 bits with 10.1/16
+		{7, "10.1.2.3", mapping.NotFound, "[7]0.0.0.0/0"},         // nothing in instance 7
+		{0, "2001:db8:a::1", mapping.NotFound, "2001:db8:a::/48"}, // next to 2001:db8:b::/48
+	} {
+		ans := s.Resolve(tc.iid, netip.MustParseAddr(tc.eid))
+		if ans.Kind != tc.kind || ans.EID.String() != tc.neg {
+			t.Errorf("Resolve([%d]%s) = %s %s, want %s %s", tc.iid, tc.eid, ans.Kind, ans.EID, tc.kind, tc.neg)
+		}
+	}
+}
+
+func TestMergeAndReplace(t *testing.T) {
+	s, _ := newServer(t)
+	var out control.Outbox
+	reg := func(src netip.AddrPort, id byte, merge bool, rlocs ...string) {
+		t.Helper()
+		var addrs []lisp.Address
+		for _, r := range rlocs {
+			addrs = append(addrs, lisp.MustParseAddress(r))
+		}
+		s.HandleRegister(register(t, &lisp.MapRegister{
+			ProxyReply: true, MergeRequest: merge, XTRID: &lisp.XTRID{ID: [16]byte{id}, SiteID: 1},
+			Records: []lisp.MapRecord{record("10.1.0.0/16", addrs...)},
+		}, "key-a"), src, &out)
+	}
+	rlocs := func() []string {
+		ans := s.Resolve(0, netip.MustParseAddr("10.1.0.1"))
+		var got []string
+		for _, l := range ans.Record.Locators {
+			got = append(got, l.Address.String())
+		}
+		return got
+	}
+	reg(etr1, 1, true, "192.0.2.1")
+	reg(etr2, 2, true, "192.0.2.2", "192.0.2.1")
+	if got := rlocs(); !reflect.DeepEqual(got, []string{"192.0.2.1", "192.0.2.2"}) {
+		t.Fatalf("merged RLOCs = %v", got)
+	}
+	// ETR 1 changes its part only.
+	reg(etr1, 1, true, "192.0.2.11")
+	if got := rlocs(); !reflect.DeepEqual(got, []string{"192.0.2.2", "192.0.2.1", "192.0.2.11"}) {
+		t.Fatalf("after ETR 1 re-registered: %v", got)
+	}
+	// Without the merge bit an ETR's set replaces everything.
+	reg(etr1, 1, false, "192.0.2.99")
+	if got := rlocs(); !reflect.DeepEqual(got, []string{"192.0.2.99"}) {
+		t.Fatalf("after a replacing registration: %v", got)
+	}
+	if st := s.Status(); len(st.Sites[0].Registrations[0].ETRs) != 1 {
+		t.Errorf("ETRs after replacement: %+v", st.Sites[0].Registrations[0].ETRs)
+	}
+}
+
+func TestExpiry(t *testing.T) {
+	s, clk := newServer(t)
+	var out control.Outbox
+	reg := func(src netip.AddrPort, id byte, ttl uint32, useTTL bool) {
+		rec := record("10.1.0.0/16", lisp.IPAddress(src.Addr()))
+		rec.TTL = ttl
+		s.HandleRegister(register(t, &lisp.MapRegister{ProxyReply: true, MergeRequest: true, UseTTL: useTTL,
+			XTRID: &lisp.XTRID{ID: [16]byte{id}}, Records: []lisp.MapRecord{rec}}, "key-a"), src, &out)
+	}
+	reg(etr1, 1, 3, false) // the configured 3 minutes
+	reg(etr2, 2, 10, true) // T: its record TTL, 10 minutes
+	clk.advance(2 * time.Minute)
+	reg(etr1, 1, 3, false) // refreshed: now due at 5 minutes
+	clk.advance(2*time.Minute + time.Second)
+	if n := s.Expire(); n != 0 {
+		t.Fatalf("at 4m01 Expire dropped %d", n)
+	}
+	clk.advance(time.Minute)
+	if n := s.Expire(); n != 1 {
+		t.Fatalf("at 5m01 Expire dropped %d, want ETR 1", n)
+	}
+	if ans := s.Resolve(0, netip.MustParseAddr("10.1.0.1")); len(ans.Record.Locators) != 1 ||
+		ans.Record.Locators[0].Address.IP() != etr2.Addr() {
+		t.Fatalf("after ETR 1 expired: %+v", ans)
+	}
+	clk.advance(5 * time.Minute)
+	if n := s.Expire(); n != 1 {
+		t.Fatalf("at 10m01 Expire dropped %d, want ETR 2", n)
+	}
+	if ans := s.Resolve(0, netip.MustParseAddr("10.1.0.1")); ans.Kind != mapping.Unregistered {
+		t.Fatalf("after every ETR expired: %+v", ans)
+	}
+	if c := s.Counters(); c.Expired != 2 || c.Registrations != 0 || len(s.expiry) != 0 {
+		t.Errorf("counters %+v, %d timers left", c, len(s.expiry))
+	}
+}
+
+func TestDeregistration(t *testing.T) {
+	s, _ := newServer(t)
+	var out control.Outbox
+	rec := record("10.1.0.0/16", lisp.MustParseAddress("192.0.2.1"))
+	s.HandleRegister(register(t, &lisp.MapRegister{ProxyReply: true, Records: []lisp.MapRecord{rec}}, "key-a"), etr1, &out)
+	rec.TTL = 0
+	s.HandleRegister(register(t, &lisp.MapRegister{Records: []lisp.MapRecord{rec}}, "key-a"), etr1, &out)
+	if c := s.Counters(); c.Registrations != 0 || len(s.expiry) != 0 {
+		t.Errorf("after TTL 0: %d registrations, %d timers", c.Registrations, len(s.expiry))
+	}
+}
