@@ -1,31 +1,60 @@
-// Command lispd is the LISP daemon: the map-server, map-resolver, xTR and
-// RTR roles, chosen by its configuration. This build has no role yet; it
-// prints its version and usage.
+// Command lispd is the LISP daemon: the map-server and map-resolver roles
+// today (the xTR and RTR roles next), chosen by its configuration file.
+//
+//	lispd [-config FILE] [-check]   run, or only validate the configuration
+//	lispd status [-socket PATH] [-json]
+//	lispd -version
 package main
 
 import (
+	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
+	"os/signal"
+	"syscall"
 
+	"github.com/amptcp/amptcp/config"
+	"github.com/amptcp/amptcp/daemon"
 	"github.com/amptcp/amptcp/internal/buildinfo"
+	"github.com/amptcp/amptcp/metrics"
 )
 
-func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+// DefaultConfig is where lispd looks for its configuration.
+const DefaultConfig = "/etc/amptcp/lispd.yaml"
 
-func run(args []string, stdout, stderr io.Writer) int {
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "status" {
+		return runStatus(args[1:], stdout, stderr)
+	}
 	flags := flag.NewFlagSet("lispd", flag.ContinueOnError)
 	flags.SetOutput(stderr)
+	cfgPath := flags.String("config", DefaultConfig, "configuration file")
+	check := flags.Bool("check", false, "validate the configuration and exit")
 	version := flags.Bool("version", false, "print the version and exit")
 	flags.Usage = func() {
-		fmt.Fprintf(stderr, "usage: lispd [-version]\n\n"+
-			"lispd runs the LISP roles (map-server, map-resolver, xtr, rtr) that its\n"+
-			"configuration names. This build implements no role yet.\n\n")
+		fmt.Fprintf(stderr, `usage: lispd [-config FILE] [-check]
+       lispd status [-socket PATH] [-json]
+       lispd -version
+
+lispd runs the LISP roles its configuration names: map-server and
+map-resolver (docs/mapping.md). It answers on UDP 4342 and serves its
+status on a control socket (lispd status).
+
+`)
 		flags.PrintDefaults()
 	}
 	if err := flags.Parse(args); err != nil {
-		if err == flag.ErrHelp {
+		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
 		return 2
@@ -34,6 +63,45 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, buildinfo.String("lispd"))
 		return 0
 	}
-	flags.Usage()
-	return 2
+	if flags.NArg() > 0 {
+		fmt.Fprintf(stderr, "lispd: unexpected argument %q\n", flags.Arg(0))
+		return 2
+	}
+	cfg, err := config.Load(*cfgPath)
+	if err != nil {
+		fmt.Fprintf(stderr, "lispd: %v\n", err)
+		return 1
+	}
+	if *check {
+		fmt.Fprintf(stdout, "%s: valid (roles %v)\n", *cfgPath, cfg.Roles)
+		return 0
+	}
+	log := newLogger(cfg.Log, stderr)
+	d, err := daemon.New(cfg, log)
+	if err != nil {
+		fmt.Fprintf(stderr, "lispd: %v\n", err)
+		return 1
+	}
+	if addr := cfg.Metrics.Listen; addr != "" {
+		go func() {
+			if err := metrics.Serve(ctx, addr, metrics.Lispd(d.Counters)); err != nil {
+				log.Error("metrics stopped", "error", err)
+			}
+		}()
+	}
+	if err := d.Run(ctx); err != nil {
+		fmt.Fprintf(stderr, "lispd: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func newLogger(c config.Log, w io.Writer) *slog.Logger {
+	var level slog.Level
+	level.UnmarshalText([]byte(c.Level)) // validated
+	opts := &slog.HandlerOptions{Level: level}
+	if c.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
 }

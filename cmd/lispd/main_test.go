@@ -2,21 +2,98 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/amptcp/amptcp/daemon"
 )
 
-func TestVersionAndUsage(t *testing.T) {
+func runLispd(ctx context.Context, args ...string) (int, string, string) {
 	var out, errOut bytes.Buffer
-	if code := run([]string{"-version"}, &out, &errOut); code != 0 || !strings.HasPrefix(out.String(), "lispd ") {
-		t.Errorf("-version = %d, %q", code, out.String())
+	code := run(ctx, args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func TestVersionAndUsage(t *testing.T) {
+	if code, out, _ := runLispd(context.Background(), "-version"); code != 0 || !strings.HasPrefix(out, "lispd ") {
+		t.Errorf("-version = %d, %q", code, out)
 	}
-	errOut.Reset()
-	if code := run([]string{"-h"}, &out, &errOut); code != 0 || !strings.Contains(errOut.String(), "usage: lispd") {
-		t.Errorf("-h = %d, %q", code, errOut.String())
+	if code, _, errOut := runLispd(context.Background(), "-h"); code != 0 || !strings.Contains(errOut, "usage: lispd") {
+		t.Errorf("-h = %d, %q", code, errOut)
 	}
-	errOut.Reset()
-	if code := run(nil, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), "no role yet") {
-		t.Errorf("no arguments = %d, %q", code, errOut.String())
+	if code, _, errOut := runLispd(context.Background(), "extra"); code != 2 || !strings.Contains(errOut, `unexpected argument "extra"`) {
+		t.Errorf("extra argument = %d, %q", code, errOut)
+	}
+}
+
+func writeConfig(t *testing.T, text string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "lispd.yaml")
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestCheck(t *testing.T) {
+	good := writeConfig(t, "roles: [map-server]\nmap-server: {sites: [{name: a, keys: [{id: 0, secret: x}], eid-prefixes: [{prefix: 10.0.0.0/8}]}]}\n")
+	if code, out, errOut := runLispd(context.Background(), "-config", good, "-check"); code != 0 || !strings.Contains(out, "valid") {
+		t.Errorf("-check on a good file = %d, %q %q", code, out, errOut)
+	}
+	bad := writeConfig(t, "roles: [map-server]\nmap-server: {sites: [{name: a, eid-prefixes: [{prefix: 10.0.0.1/8}]}]}\n")
+	code, _, errOut := runLispd(context.Background(), "-config", bad, "-check")
+	for _, want := range []string{"map-server.sites[0].keys: missing", "map-server.sites[0].eid-prefixes[0].prefix: 10.0.0.1/8 has host bits set"} {
+		if code != 1 || !strings.Contains(errOut, want) {
+			t.Errorf("-check on a bad file = %d, %q; want %q", code, errOut, want)
+		}
+	}
+	if code, _, errOut := runLispd(context.Background(), "-config", "/nonexistent.yaml"); code != 1 || !strings.Contains(errOut, "no such file") {
+		t.Errorf("missing file = %d, %q", code, errOut)
+	}
+}
+
+// lispd runs until its context ends, and lispd status shows it meanwhile.
+func TestRunAndStatus(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "lispd.sock")
+	cfg := writeConfig(t, `
+roles: [map-server, map-resolver]
+listen: ["127.0.0.1:0"]
+control: {socket: `+sock+`}
+map-server: {sites: [{name: site-a, keys: [{id: 0, secret: x}], eid-prefixes: [{prefix: 10.1.0.0/16}]}]}
+`)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int)
+	go func() {
+		code, _, _ := runLispd(ctx, "-config", cfg)
+		done <- code
+	}()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := daemon.QueryStatus(sock); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("lispd did not start")
+		}
+	}
+	code, out, errOut := runLispd(context.Background(), "status", "-socket", sock)
+	if code != 0 || !strings.Contains(out, "site site-a (10.1.0.0/16): 0 registered") || !strings.Contains(out, "roles [map-server map-resolver]") {
+		t.Errorf("status = %d, %q %q", code, out, errOut)
+	}
+	if code, out, _ := runLispd(context.Background(), "status", "-socket", sock, "-json"); code != 0 || !strings.Contains(out, `"map_server"`) {
+		t.Errorf("status -json = %d, %q", code, out)
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Errorf("lispd exited %d", code)
+	}
+	if _, err := os.Stat(sock); !os.IsNotExist(err) {
+		t.Errorf("control socket left behind: %v", err)
+	}
+	if code, _, errOut := runLispd(context.Background(), "status", "-socket", sock); code != 1 || !strings.Contains(errOut, "is lispd running?") {
+		t.Errorf("status without lispd = %d, %q", code, errOut)
 	}
 }

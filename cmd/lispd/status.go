@@ -1,0 +1,101 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/amptcp/amptcp/config"
+	"github.com/amptcp/amptcp/daemon"
+)
+
+// runStatus shows what a running lispd holds: its sites, the prefixes
+// registered with their RLOCs and ELPs, who registered them and when, and
+// its counters.
+func runStatus(args []string, stdout, stderr io.Writer) int {
+	flags := flag.NewFlagSet("lispd status", flag.ContinueOnError)
+	flags.SetOutput(stderr)
+	socket := flags.String("socket", config.DefaultControlSocket, "lispd's control socket")
+	asJSON := flags.Bool("json", false, "print the status as JSON")
+	if err := flags.Parse(args); err != nil {
+		return 2
+	}
+	st, err := daemon.QueryStatus(*socket)
+	if err != nil {
+		fmt.Fprintf(stderr, "lispd status: %v\n", err)
+		return 1
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		enc.Encode(st)
+		return 0
+	}
+	writeStatus(stdout, st, time.Now())
+	return 0
+}
+
+func writeStatus(w io.Writer, st *daemon.Status, now time.Time) {
+	fmt.Fprintf(w, "lispd %s, up %s, roles %v, listening on %s\n",
+		st.Version, now.Sub(st.Started).Round(time.Second), st.Roles, strings.Join(st.Listen, " "))
+	if ms := st.MapServer; ms != nil {
+		for _, site := range ms.Sites {
+			fmt.Fprintf(w, "\nsite %s (%s): %d registered\n", site.Name, strings.Join(site.Prefixes, ", "), len(site.Registrations))
+			for _, r := range site.Registrations {
+				mode := "forward to ETR"
+				if r.Proxy {
+					mode = "proxy-reply"
+				}
+				fmt.Fprintf(w, "  %s  %s\n", r.EID, mode)
+				for _, l := range r.Locators {
+					state := "down"
+					if l.Reachable {
+						state = "up"
+					}
+					fmt.Fprintf(w, "    locator %s  %s  priority/weight %d/%d\n", l.Address, state, l.Priority, l.Weight)
+				}
+				for _, e := range r.ETRs {
+					fmt.Fprintf(w, "    registered by %s", e.Source)
+					if e.XTRID != "" {
+						fmt.Fprintf(w, " xtr-id %s site-id %d", e.XTRID, e.SiteID)
+					}
+					if e.Merge {
+						fmt.Fprint(w, " (merge)")
+					}
+					fmt.Fprintf(w, ", first %s, last %s, %d Map-Registers, expires in %s\n",
+						e.First.Format(time.DateTime), e.Last.Format(time.DateTime), e.Registers,
+						e.Expires.Sub(now).Round(time.Second))
+				}
+			}
+		}
+	}
+	c := st.Counters
+	fmt.Fprintf(w, "\ncounters: received %s; malformed %d, sent %d\n", joinCounts(c.Received), c.Malformed, c.Sent)
+	if c.MapRegisters != nil {
+		fmt.Fprintf(w, "  map-registers %s; map-notifies %d; registrations %d, expired %d\n",
+			joinCounts(c.MapRegisters), c.MapNotifies, c.Registrations, c.Expired)
+	}
+	if c.Dropped != nil {
+		fmt.Fprintf(w, "  map-requests %d: replies %d (%d mappings, %d negative), forwarded %d, dropped %s\n",
+			c.MapRequests, c.MapReplies, c.ReplyMappings, c.ReplyNegatives, c.Forwarded, joinCounts(c.Dropped))
+	}
+}
+
+// joinCounts writes non-zero counts as "a 1, b 2", sorted.
+func joinCounts(m map[string]uint64) string {
+	var parts []string
+	for k, v := range m {
+		if v > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", k, v))
+		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ", ")
+}

@@ -1,0 +1,137 @@
+// Package daemon is lispd: it runs the roles a configuration names on the
+// control sockets it opens (UDP 4342), and answers the control socket
+// that `lispd status` talks to. It is the one Go API of the daemon; the
+// configuration file, the command line and the control socket are its
+// clients.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/amptcp/amptcp/config"
+	"github.com/amptcp/amptcp/control/mapserver"
+	"github.com/amptcp/amptcp/control/resolver"
+)
+
+// Daemon is a running lispd.
+type Daemon struct {
+	cfg     *config.Config
+	log     *slog.Logger
+	started time.Time
+
+	ms *mapserver.Server // nil unless the map-server role runs
+	mr *resolver.Resolver
+
+	conns   []*conn
+	ctl     net.Listener // nil without a control socket
+	counter counters
+}
+
+// New builds the roles of a validated configuration and opens its control
+// sockets. Run serves them; Close releases them if Run is never called.
+func New(cfg *config.Config, log *slog.Logger) (*Daemon, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	d := &Daemon{cfg: cfg, log: log, started: time.Now()}
+	if cfg.Has(config.RoleMapServer) {
+		ms, err := mapserver.New(cfg.MapServer, log)
+		if err != nil {
+			return nil, fmt.Errorf("map-server: %w", err)
+		}
+		d.ms = ms
+	}
+	if cfg.Has(config.RoleMapResolver) {
+		if d.ms == nil {
+			// Until DDT, the resolver answers from a local map-server.
+			return nil, errors.New("map-resolver: needs the map-server role in the same lispd")
+		}
+		d.mr = resolver.New(cfg.MapResolver, d.ms, log)
+	}
+	if path := cfg.Control.Socket; path != "" {
+		ln, err := listenControl(path)
+		if err != nil {
+			return nil, err
+		}
+		d.ctl = ln
+	}
+	for _, l := range cfg.Listen {
+		ap, err := config.ListenAddr(l)
+		if err != nil {
+			d.Close()
+			return nil, err
+		}
+		c, err := listen(ap)
+		if err != nil {
+			d.Close()
+			return nil, err
+		}
+		d.conns = append(d.conns, c)
+	}
+	return d, nil
+}
+
+// Addrs are the addresses the control sockets are bound to (with the
+// ports the kernel chose for port 0).
+func (d *Daemon) Addrs() []netip.AddrPort {
+	addrs := make([]netip.AddrPort, len(d.conns))
+	for i, c := range d.conns {
+		addrs[i] = c.local
+	}
+	return addrs
+}
+
+// MapServer is the map-server role, or nil.
+func (d *Daemon) MapServer() *mapserver.Server { return d.ms }
+
+// Run serves the control sockets until ctx is done, then closes them.
+func (d *Daemon) Run(ctx context.Context) error {
+	d.log.Info("lispd running", "roles", d.cfg.Roles, "listen", d.Addrs())
+	var wg sync.WaitGroup
+	for _, c := range d.conns {
+		wg.Go(func() { d.serve(c) })
+	}
+	if d.ms != nil {
+		wg.Go(func() { d.expire(ctx) })
+	}
+	if d.ctl != nil {
+		wg.Go(func() { d.serveControl(ctx, d.ctl) })
+	}
+	<-ctx.Done()
+	d.Close()
+	wg.Wait()
+	d.log.Info("lispd stopped")
+	return nil
+}
+
+// Close closes the sockets; serving loops then return.
+func (d *Daemon) Close() {
+	for _, c := range d.conns {
+		c.close()
+	}
+	if d.ctl != nil {
+		d.ctl.Close()
+	}
+}
+
+// expire drops expired registrations every second: registrations last
+// minutes, so a second is precise enough and costs nothing.
+func (d *Daemon) expire(ctx context.Context) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			d.ms.Expire()
+		}
+	}
+}

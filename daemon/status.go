@@ -1,0 +1,115 @@
+package daemon
+
+import (
+	"runtime"
+	"time"
+
+	"github.com/amptcp/amptcp/config"
+	"github.com/amptcp/amptcp/control/mapserver"
+	"github.com/amptcp/amptcp/control/resolver"
+	"github.com/amptcp/amptcp/internal/buildinfo"
+	"github.com/amptcp/amptcp/lisp"
+)
+
+// Status is what `lispd status` shows.
+type Status struct {
+	Version   string            `json:"version"`
+	Started   time.Time         `json:"started"`
+	Roles     []config.Role     `json:"roles"`
+	Listen    []string          `json:"listen"`
+	Counters  Counters          `json:"counters"`
+	MapServer *mapserver.Status `json:"map_server,omitempty"`
+}
+
+// Counters are the daemon's counters, by name: the control socket and
+// the metrics endpoint both show them.
+type Counters struct {
+	// Received counts datagrams by message type; Unexpected those of a
+	// type no running role takes; Malformed those that do not decode
+	// (Map-Registers are counted among MapRegisters instead).
+	Received   map[string]uint64 `json:"received"`
+	Unexpected map[string]uint64 `json:"unexpected"`
+	Malformed  uint64            `json:"malformed"`
+	Oversized  uint64            `json:"oversized"`
+	Sent       uint64            `json:"sent"`
+	SendErrors uint64            `json:"send_errors"`
+	Unroutable uint64            `json:"unroutable"`
+
+	// The map-server: Map-Registers by result ("accepted" or the reason
+	// for refusing), Map-Notifies sent, EID-prefixes registered now and
+	// ETR registrations expired.
+	MapRegisters  map[string]uint64 `json:"map_registers,omitempty"`
+	MapNotifies   uint64            `json:"map_notifies"`
+	Registrations int               `json:"registrations"`
+	Expired       uint64            `json:"expired"`
+
+	// The map-resolver: ECM Map-Requests, Map-Replies sent with their
+	// records by kind, requests forwarded to ETRs, and drops by reason.
+	MapRequests    uint64            `json:"map_requests"`
+	MapReplies     uint64            `json:"map_replies"`
+	ReplyMappings  uint64            `json:"reply_mappings"`
+	ReplyNegatives uint64            `json:"reply_negatives"`
+	Forwarded      uint64            `json:"forwarded"`
+	Dropped        map[string]uint64 `json:"dropped,omitempty"`
+
+	// HeapInUse is the Go heap in use, for memory per registration.
+	HeapInUse uint64 `json:"heap_in_use"`
+}
+
+// Counters returns the current counters.
+func (d *Daemon) Counters() Counters {
+	c := Counters{
+		Received:   map[string]uint64{},
+		Unexpected: map[string]uint64{},
+		Malformed:  d.counter.malformed.Load(),
+		Oversized:  d.counter.oversized.Load(),
+		Sent:       d.counter.sent.Load(),
+		SendErrors: d.counter.sendErrors.Load(),
+		Unroutable: d.counter.unroutable.Load(),
+	}
+	for t := range d.counter.received {
+		if n := d.counter.received[t].Load(); n > 0 {
+			c.Received[lisp.MsgType(t).String()] = n
+		}
+		if n := d.counter.unexpected[t].Load(); n > 0 {
+			c.Unexpected[lisp.MsgType(t).String()] = n
+		}
+	}
+	if d.ms != nil {
+		ms := d.ms.Counters()
+		c.MapRegisters = map[string]uint64{}
+		for _, r := range mapserver.Reasons() {
+			c.MapRegisters[r.String()] = ms.Registers[r]
+		}
+		c.MapNotifies, c.Registrations, c.Expired = ms.Notifies, ms.Registrations, ms.Expired
+	}
+	if d.mr != nil {
+		mr := d.mr.Counters()
+		c.MapRequests, c.MapReplies, c.Forwarded = mr.Requests, mr.Replies, mr.Forwarded
+		c.ReplyMappings, c.ReplyNegatives = mr.Mappings, mr.Negatives
+		c.Dropped = map[string]uint64{}
+		for _, r := range resolver.DropReasons() {
+			c.Dropped[r.String()] = mr.Dropped[r]
+		}
+	}
+	var mem runtime.MemStats
+	runtime.ReadMemStats(&mem)
+	c.HeapInUse = mem.HeapInuse
+	return c
+}
+
+// Status returns a snapshot of the daemon.
+func (d *Daemon) Status() Status {
+	st := Status{
+		Version: buildinfo.Version, Started: d.started, Roles: d.cfg.Roles,
+		Counters: d.Counters(),
+	}
+	for _, a := range d.Addrs() {
+		st.Listen = append(st.Listen, a.String())
+	}
+	if d.ms != nil {
+		ms := d.ms.Status()
+		st.MapServer = &ms
+	}
+	return st
+}
