@@ -18,6 +18,7 @@ type command struct {
 
 var commands = []command{
 	{"decode", "[-data] [HEX...]", "decode a LISP control message or data header written in hex", runDecode},
+	{"lig", "[flags] EID", "ask a map-resolver for the mapping of an EID (LISP Internet Groper)", runLig},
 	{"version", "", "print the version", func(_ []string, _ io.Reader, stdout, _ io.Writer) int {
 		fmt.Fprintln(stdout, buildinfo.String("amptcp"))
 		return 0
