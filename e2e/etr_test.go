@@ -1,0 +1,174 @@
+package e2e
+
+import (
+	"errors"
+	"net"
+	"net/netip"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/amptcp/amptcp/internal/testnet"
+	"github.com/amptcp/amptcp/lisp"
+)
+
+// etr is a registering client built on the lisp package, standing in for
+// the xTR role until lispd has it: it registers EID-prefixes with a
+// map-server, checks the Map-Notify, refreshes the registration every
+// second as an ETR does every minute, and answers the Map-Requests a
+// map-server forwards to it.
+type etr struct {
+	t    *testing.T
+	conn *net.UDPConn
+	ms   netip.AddrPort
+	key  []byte
+
+	mu       sync.Mutex
+	mappings []lisp.MapRecord // what it answers forwarded Map-Requests with
+	notifies chan *lisp.MapNotify
+	answered int
+}
+
+// newETR listens on addr (port 4342 to receive forwarded Map-Requests, or
+// port 0 for an ETR that only registers) in nd.
+func newETR(t *testing.T, nd *testnet.Node, addr string, ms netip.AddrPort, key string) *etr {
+	t.Helper()
+	conn, err := nd.ListenUDP("udp4", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &etr{t: t, conn: conn, ms: ms, key: []byte(key), notifies: make(chan *lisp.MapNotify, 16)}
+	go e.serve()
+	return e
+}
+
+// register sends a Map-Register for the records, waits for its
+// Map-Notify, and refreshes the registration every second from then on.
+func (e *etr) register(m *lisp.MapRegister) *lisp.MapNotify {
+	e.t.Helper()
+	n := e.registerOnce(m)
+	go e.refresh(*m)
+	return n
+}
+
+// registerOnce registers without refreshing: the registration expires.
+func (e *etr) registerOnce(m *lisp.MapRegister) *lisp.MapNotify {
+	e.t.Helper()
+	e.mu.Lock()
+	e.mappings = append(e.mappings, m.Records...)
+	e.mu.Unlock()
+	m.WantMapNotify = true
+	b := e.sign(m)
+	for try := 0; try < 3; try++ {
+		if _, err := e.conn.WriteToUDPAddrPort(b, e.ms); err != nil {
+			e.t.Fatal(err)
+		}
+		select {
+		case n := <-e.notifies:
+			if n.Nonce != m.Nonce {
+				e.t.Fatalf("Map-Notify nonce %#x, want %#x", n.Nonce, m.Nonce)
+			}
+			return n
+		case <-time.After(2 * time.Second):
+		}
+	}
+	e.t.Fatalf("no Map-Notify from %s", e.ms)
+	return nil
+}
+
+func (e *etr) sign(m *lisp.MapRegister) []byte {
+	if m.Auth.Algorithm == lisp.AuthNone {
+		m.Auth.Algorithm = lisp.AuthHMACSHA256
+	}
+	b, err := m.AppendSigned(nil, e.key)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return b
+}
+
+// refresh re-sends m, without asking for a Map-Notify, every second until
+// the socket closes at the end of the test.
+func (e *etr) refresh(m lisp.MapRegister) {
+	m.WantMapNotify = false
+	for range time.Tick(time.Second) {
+		m.Nonce++
+		m.Auth.Data = nil
+		b, err := m.AppendSigned(nil, e.key)
+		if err != nil {
+			e.t.Error(err)
+			return
+		}
+		if _, err := e.conn.WriteToUDPAddrPort(b, e.ms); err != nil {
+			return // closed: the test is over
+		}
+	}
+}
+
+// send sends a Map-Register and does not wait: for refused ones.
+func (e *etr) send(b []byte) {
+	if _, err := e.conn.WriteToUDPAddrPort(b, e.ms); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *etr) serve() {
+	buf := make([]byte, 65535)
+	for {
+		n, from, err := e.conn.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			if !errors.Is(err, net.ErrClosed) {
+				e.t.Errorf("etr: %v", err)
+			}
+			return
+		}
+		m, err := lisp.Parse(buf[:n])
+		if err != nil {
+			e.t.Errorf("etr: from %s: %v", from, err)
+			continue
+		}
+		switch m := m.(type) {
+		case *lisp.MapNotify:
+			if err := lisp.Verify(buf[:n], e.key); err != nil {
+				e.t.Errorf("etr: Map-Notify from %s does not verify: %v", from, err)
+				continue
+			}
+			e.notifies <- m
+		case *lisp.ECM:
+			e.answer(m)
+		}
+	}
+}
+
+// answer replies to a forwarded Map-Request as the authoritative ETR,
+// directly to the ITR.
+func (e *etr) answer(ecm *lisp.ECM) {
+	req, ok := ecm.Message.(*lisp.MapRequest)
+	if !ok || !ecm.ToETR {
+		e.t.Errorf("etr: unexpected ECM %s", ecm)
+		return
+	}
+	e.mu.Lock()
+	reply := &lisp.MapReply{Nonce: req.Nonce}
+	for _, rec := range e.mappings {
+		rec.Authoritative = true
+		reply.Records = append(reply.Records, rec)
+	}
+	e.answered++
+	e.mu.Unlock()
+	b, err := reply.AppendBinary(nil)
+	if err != nil {
+		e.t.Error(err)
+		return
+	}
+	to := netip.AddrPortFrom(req.ITRRLOCs[0].IP(), ecm.Source.Port())
+	if _, err := e.conn.WriteToUDPAddrPort(b, to); err != nil {
+		e.t.Errorf("etr: reply to %s: %v", to, err)
+	}
+}
+
+func (e *etr) answers() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.answered
+}
