@@ -8,12 +8,14 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"runtime"
 	"time"
 )
 
 // The control socket speaks one JSON request and one JSON response per
 // connection: {"command": "status"} gets {"status": {...}}, {"command":
-// "counters"} gets {"counters": {...}}, anything else {"error": "..."}.
+// "counters"} gets {"counters": {...}}, {"command": "memory"} collects
+// garbage and gets {"memory": {...}}, anything else {"error": "..."}.
 
 type ctlRequest struct {
 	Command string `json:"command"`
@@ -22,7 +24,28 @@ type ctlRequest struct {
 type ctlResponse struct {
 	Status   *Status   `json:"status,omitempty"`
 	Counters *Counters `json:"counters,omitempty"`
+	Memory   *Memory   `json:"memory,omitempty"`
 	Error    string    `json:"error,omitempty"`
+}
+
+// Memory is the daemon's memory after a garbage collection: what its
+// registrations really take, for `amptcp bench`.
+type Memory struct {
+	HeapAlloc     uint64 `json:"heap_alloc"` // live heap
+	Sys           uint64 `json:"sys"`        // obtained from the OS
+	Registrations int    `json:"registrations"`
+}
+
+// memory collects garbage and reports the heap.
+func (d *Daemon) memory() Memory {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	mem := Memory{HeapAlloc: m.HeapAlloc, Sys: m.Sys}
+	if d.ms != nil {
+		mem.Registrations = d.ms.Counters().Registrations
+	}
+	return mem
 }
 
 // listenControl opens the control socket at path. Only its owner (root)
@@ -78,8 +101,11 @@ func (d *Daemon) answerControl(c net.Conn) {
 	case req.Command == "counters":
 		cs := d.Counters()
 		resp.Counters = &cs
+	case req.Command == "memory":
+		m := d.memory()
+		resp.Memory = &m
 	default:
-		resp.Error = fmt.Sprintf("unknown command %q (status, counters)", req.Command)
+		resp.Error = fmt.Sprintf("unknown command %q (status, counters, memory)", req.Command)
 	}
 	json.NewEncoder(c).Encode(resp)
 }
@@ -114,6 +140,16 @@ func QueryCounters(path string) (*Counters, error) {
 		return nil, err
 	}
 	return resp.Counters, nil
+}
+
+// QueryMemory asks the lispd at the control socket path to collect
+// garbage and report its memory.
+func QueryMemory(path string) (*Memory, error) {
+	resp, err := query(path, "memory")
+	if err != nil {
+		return nil, err
+	}
+	return resp.Memory, nil
 }
 
 func query(path, command string) (*ctlResponse, error) {

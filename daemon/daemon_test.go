@@ -212,3 +212,25 @@ func TestControlSocketRefusesSecondDaemon(t *testing.T) {
 		t.Fatalf("second daemon on the same control socket: %v", err)
 	}
 }
+
+func TestControlMemoryAndErrors(t *testing.T) {
+	d, sock := startDaemon(t, "")
+	register(t, d.Addrs()[0], &lisp.MapRegister{ProxyReply: true, Records: []lisp.MapRecord{{
+		TTL: 3, EID: lisp.MustParseAddress("10.1.0.0"), MaskLen: 16,
+	}}})
+	m, err := daemon.QueryMemory(sock)
+	if err != nil || m.Registrations != 1 || m.HeapAlloc == 0 || m.Sys < m.HeapAlloc {
+		t.Errorf("memory = %+v, %v", m, err)
+	}
+	c, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.Write([]byte(`{"command": "reboot"}` + "\n"))
+	reply := make([]byte, 200)
+	n, _ := c.Read(reply)
+	if !strings.Contains(string(reply[:n]), `unknown command \"reboot\"`) {
+		t.Errorf("unknown command answered %q", reply[:n])
+	}
+}
