@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strings"
 
+	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )
@@ -124,6 +125,35 @@ func List(prefix string) ([]string, error) {
 func validName(name string) error {
 	if name == "" || name == "." || name == ".." || strings.ContainsRune(name, '/') {
 		return fmt.Errorf("invalid namespace name %q", name)
+	}
+	return nil
+}
+
+// Links returns the names of the interfaces of the current namespace that
+// start with prefix: veth ends a test left in the root namespace.
+func Links(prefix string) ([]string, error) {
+	links, err := netlink.LinkList()
+	if err != nil {
+		return nil, fmt.Errorf("list links: %w", err)
+	}
+	var names []string
+	for _, l := range links {
+		if name := l.Attrs().Name; strings.HasPrefix(name, prefix) {
+			names = append(names, name)
+		}
+	}
+	return names, nil
+}
+
+// DeleteLink removes an interface of the current namespace by name (with
+// a veth, its peer goes too).
+func DeleteLink(name string) error {
+	l, err := netlink.LinkByName(name)
+	if err != nil {
+		return fmt.Errorf("find link %s: %w", name, err)
+	}
+	if err := netlink.LinkDel(l); err != nil {
+		return fmt.Errorf("delete link %s: %w", name, err)
 	}
 	return nil
 }

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/vishvananda/netlink"
+
 	"github.com/amptcp/amptcp/internal/netns"
 	"github.com/amptcp/amptcp/internal/testenv"
 )
@@ -78,5 +80,24 @@ func TestRejectsPathNames(t *testing.T) {
 		if _, err := netns.Create(name); err == nil {
 			t.Errorf("Create(%q) succeeded", name)
 		}
+	}
+}
+
+func TestLinksAndDeleteLink(t *testing.T) {
+	testenv.RequireRoot(t)
+	name := testenv.Prefix + "-lk"
+	err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name}, PeerName: name + "p"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	links, err := netns.Links(testenv.Prefix + "-")
+	if err != nil || !slices.Contains(links, name) {
+		t.Fatalf("Links = %v, %v; want %s", links, err, name)
+	}
+	if err := netns.DeleteLink(name); err != nil {
+		t.Fatal(err)
+	}
+	if links, _ := netns.Links(testenv.Prefix + "-"); slices.Contains(links, name) || slices.Contains(links, name+"p") {
+		t.Fatalf("%v still there after DeleteLink", links)
 	}
 }

@@ -30,7 +30,8 @@ func NetNS(t testing.TB) *netns.NS {
 }
 
 // Main runs the tests of a package and then checks that they left no
-// namespace of this run behind; it removes any it finds and fails the run.
+// namespace, and no link in the root namespace, named with this run's
+// prefix; it removes any it finds and fails the run.
 // Use it as the body of TestMain.
 func Main(m *testing.M) {
 	code := m.Run()
@@ -45,6 +46,20 @@ func Main(m *testing.M) {
 			fmt.Fprintf(os.Stderr, "testenv: %v\n", err)
 		}
 		code = 1
+	}
+	if os.Geteuid() == 0 { // listing links needs no root, but only root tests create them
+		links, err := netns.Links(Prefix + "-")
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "testenv: %v\n", err)
+			code = 1
+		}
+		for _, name := range links {
+			fmt.Fprintf(os.Stderr, "testenv: link %s leaked into the root namespace; removing it\n", name)
+			if err := netns.DeleteLink(name); err != nil {
+				fmt.Fprintf(os.Stderr, "testenv: %v\n", err)
+			}
+			code = 1
+		}
 	}
 	os.Exit(code)
 }
