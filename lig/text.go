@@ -107,23 +107,11 @@ func locatorFlags(l lisp.Locator) string {
 	return s.String()
 }
 
-// elpText is the path hop by hop, as "a (P) -> b (P,S) -> c".
+// elpText is the path hop by hop, as "a(P) -> b(P,S) -> c".
 func elpText(elp *lisp.ELP) string {
 	hops := make([]string, len(elp.Hops))
 	for i, h := range elp.Hops {
-		var bits []string
-		for _, f := range []struct {
-			set  bool
-			name string
-		}{{h.Lookup, "L"}, {h.RLOCProbe, "P"}, {h.Strict, "S"}} {
-			if f.set {
-				bits = append(bits, f.name)
-			}
-		}
-		hops[i] = h.Address.String()
-		if len(bits) > 0 {
-			hops[i] += " (" + strings.Join(bits, ",") + ")"
-		}
+		hops[i] = h.String()
 	}
 	return strings.Join(hops, " -> ")
 }

@@ -60,7 +60,7 @@ func TestLigText(t *testing.T) {
 		"  192.0.2.1                           up     1/50             255/0                R\n",
 		"  192.0.2.2                           down   2/100            255/0                L\n",
 		"  (path)                              up     1/50             255/10               R\n" +
-			"    elp 192.0.2.10 (P) -> 192.0.2.20 (P,S) -> 198.51.100.1 (L)\n",
+			"    elp 192.0.2.10(P) -> 192.0.2.20(P,S) -> 198.51.100.1(L)\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q", want)

@@ -10,6 +10,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/amptcp/amptcp/internal/netns"
 	"github.com/amptcp/amptcp/internal/testenv"
 )
 
@@ -294,21 +295,13 @@ func (nd *Node) restoreRoutes(ifindex int) error {
 // call it with testenv.Prefix+"-" (the dash keeps run "at12" off run
 // "at123"'s links) to catch links that escaped their namespace.
 func RemoveRootLinks(prefix string) ([]string, error) {
-	links, err := netlink.LinkList()
+	names, err := netns.Links(prefix)
 	if err != nil {
-		return nil, fmt.Errorf("list links: %w", err)
+		return nil, err
 	}
-	var names []string
 	var errs []error
-	for _, link := range links {
-		name := link.Attrs().Name
-		if !strings.HasPrefix(name, prefix) {
-			continue
-		}
-		names = append(names, name)
-		if err := netlink.LinkDel(link); err != nil {
-			errs = append(errs, fmt.Errorf("delete link %s: %w", name, err))
-		}
+	for _, name := range names {
+		errs = append(errs, netns.DeleteLink(name))
 	}
 	return names, errors.Join(errs...)
 }
