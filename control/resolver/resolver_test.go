@@ -39,6 +39,10 @@ func testDB() fakeDB {
 	}
 }
 
+// cfgNoLimit is a map-resolver configuration without a rate limit.
+var cfgNoLimit = config.MapResolver{NegativeTTL: config.Duration{Duration: 15 * time.Minute},
+	UnregisteredTTL: config.Duration{Duration: time.Minute}}
+
 func newResolver(t *testing.T, yaml string) *Resolver {
 	t.Helper()
 	cfg, err := config.Parse([]byte("roles: [map-resolver]\n" + yaml))
