@@ -5,12 +5,10 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-
-	"golang.org/x/net/ipv4"
-	"golang.org/x/net/ipv6"
-	"golang.org/x/sys/unix"
+	"time"
 
 	"github.com/amptcp/amptcp/control"
+	"github.com/amptcp/amptcp/internal/udpbatch"
 	"github.com/amptcp/amptcp/lisp"
 )
 
@@ -21,18 +19,20 @@ const batch = 64
 // can exceed any MTU, so buffers take whole datagrams.
 const maxDatagram = 65535
 
+// socketBuffer is what lispd asks for its sockets' buffers: bursts of
+// Map-Requests wait in the kernel rather than being dropped (the default
+// holds about 270 small datagrams).
+const socketBuffer = 4 << 20
+
+// spin is how long a loop polls an empty socket before parking: under
+// load the next datagram comes sooner than a parked goroutine wakes.
+const spin = 20 * time.Microsecond
+
 // conn is one UDP control socket.
 type conn struct {
 	udp   *net.UDPConn
-	pc    batchConn
+	batch *udpbatch.Conn
 	local netip.AddrPort
-}
-
-// batchConn reads and writes datagrams by the batch (recvmmsg/sendmmsg).
-// ipv4.PacketConn and ipv6.PacketConn both are one.
-type batchConn interface {
-	ReadBatch(ms []ipv4.Message, flags int) (int, error)
-	WriteBatch(ms []ipv4.Message, flags int) (int, error)
 }
 
 func listen(ap netip.AddrPort) (*conn, error) {
@@ -44,13 +44,15 @@ func listen(ap netip.AddrPort) (*conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", ap, err)
 	}
-	c := &conn{udp: udp, local: udp.LocalAddr().(*net.UDPAddr).AddrPort()}
-	if network == "udp4" {
-		c.pc = ipv4.NewPacketConn(udp)
-	} else {
-		c.pc = ipv6.NewPacketConn(udp)
+	b, err := udpbatch.New(udp, batch, maxDatagram, spin)
+	if err == nil {
+		err = b.SetBuffers(socketBuffer)
 	}
-	return c, nil
+	if err != nil {
+		udp.Close()
+		return nil, fmt.Errorf("listen on %s: %w", ap, err)
+	}
+	return &conn{udp: udp, batch: b, local: udp.LocalAddr().(*net.UDPAddr).AddrPort()}, nil
 }
 
 func (c *conn) close() { c.udp.Close() }
@@ -58,29 +60,17 @@ func (c *conn) close() { c.udp.Close() }
 // worker is the state of one serving loop, reused from batch to batch so
 // that answering allocates little.
 type worker struct {
-	in  []ipv4.Message
-	ecm lisp.ECM
-	out control.Outbox
-	// send holds the datagrams of out as the kernel wants them, with
-	// addresses whose storage is reused.
-	send  []ipv4.Message
-	addrs []net.UDPAddr
-	ips   [][16]byte
-}
-
-func newWorker() *worker {
-	w := &worker{in: make([]ipv4.Message, batch)}
-	for i := range w.in {
-		w.in[i].Buffers = [][]byte{make([]byte, maxDatagram)}
-	}
-	return w
+	ecm      lisp.ECM
+	out      control.Outbox
+	dsts     []netip.AddrPort
+	payloads [][]byte
 }
 
 // serve reads, handles and answers datagrams until the socket is closed.
 func (d *Daemon) serve(c *conn) {
-	w := newWorker()
+	w := &worker{}
 	for {
-		n, err := c.pc.ReadBatch(w.in, 0)
+		n, err := c.batch.Read()
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return
@@ -90,14 +80,12 @@ func (d *Daemon) serve(c *conn) {
 		}
 		w.out.Reset()
 		for i := range n {
-			m := &w.in[i]
-			from := m.Addr.(*net.UDPAddr).AddrPort()
-			from = netip.AddrPortFrom(from.Addr().Unmap(), from.Port())
-			if m.Flags&unix.MSG_TRUNC != 0 {
+			pkt, from, truncated := c.batch.Datagram(i)
+			if truncated {
 				d.counter.oversized.Add(1)
 				continue
 			}
-			d.handle(w, m.Buffers[0][:m.N], from)
+			d.handle(w, pkt, from)
 		}
 		d.flush(c, w)
 	}
@@ -106,55 +94,31 @@ func (d *Daemon) serve(c *conn) {
 // flush sends what the handlers queued, each datagram from a socket of
 // its destination's family (this one when it can).
 func (d *Daemon) flush(c *conn, w *worker) {
-	for len(w.send) < w.out.Len() {
-		w.send = append(w.send, ipv4.Message{Buffers: make([][]byte, 1)})
-		w.addrs = append(w.addrs, net.UDPAddr{})
-		w.ips = append(w.ips, [16]byte{})
-	}
-	pending := 0
+	w.dsts, w.payloads = w.dsts[:0], w.payloads[:0]
 	for i := range w.out.Len() {
 		dst, payload := w.out.At(i)
-		out := d.connFor(c, dst.Addr())
-		if out == nil {
+		switch out := d.connFor(c, dst.Addr()); out {
+		case c:
+			w.dsts, w.payloads = append(w.dsts, dst), append(w.payloads, payload)
+		case nil:
 			d.counter.unroutable.Add(1)
-			continue
-		}
-		if out != c { // rare: an answer in the other family
+		default: // rare: an answer in the other family
 			if _, err := out.udp.WriteToUDPAddrPort(payload, dst); err != nil {
 				d.counter.sendErrors.Add(1)
 			} else {
 				d.counter.sent.Add(1)
 			}
-			continue
 		}
-		m := &w.send[pending]
-		m.Buffers[0] = payload
-		m.Addr = w.udpAddr(pending, dst)
-		pending++
 	}
-	for sent := 0; sent < pending; {
-		n, err := c.pc.WriteBatch(w.send[sent:pending], 0)
-		if err != nil {
-			d.counter.sendErrors.Add(uint64(pending - sent))
-			d.log.Debug("write", "socket", c.local, "error", err)
-			return
-		}
-		sent += n
-		d.counter.sent.Add(uint64(n))
+	if len(w.dsts) == 0 {
+		return
 	}
-}
-
-// udpAddr returns dst as a *net.UDPAddr in slot i's reused storage.
-func (w *worker) udpAddr(i int, dst netip.AddrPort) *net.UDPAddr {
-	a := &w.addrs[i]
-	w.ips[i] = dst.Addr().As16()
-	if dst.Addr().Is4() {
-		a.IP = w.ips[i][12:16]
-	} else {
-		a.IP = w.ips[i][:]
+	if err := c.batch.Write(w.dsts, w.payloads); err != nil {
+		d.counter.sendErrors.Add(1)
+		d.log.Debug("write", "socket", c.local, "error", err)
+		return
 	}
-	a.Port = int(dst.Port())
-	return a
+	d.counter.sent.Add(uint64(len(w.dsts)))
 }
 
 // connFor picks the socket to send to dst from: c if it is of dst's

@@ -110,38 +110,106 @@ func (r *reader) auth(a *Auth) {
 // length of the data must be the full digest or the truncated one of the
 // algorithm; no other length is trusted. Callers choose key by the
 // message's Key ID and refuse algorithm 0 (ErrAuthNone) unless their policy
-// allows unauthenticated registration.
+// allows unauthenticated registration. A server verifying many messages
+// with one key reuses an Authenticator instead.
 func Verify(msg, key []byte) error {
-	d, n, err := authParams(msg)
+	a, err := authenticatorFor(msg, key)
 	if err != nil {
 		return err
 	}
-	if len(key) == 0 {
-		return ErrAuthKey
-	}
-	got := msg[authDataOffset : authDataOffset+n]
-	if !hmac.Equal(got, authHMAC(d, key, msg, n)[:n]) {
-		return ErrAuthFailed
-	}
-	return nil
+	return a.Verify(msg)
 }
 
 // Sign writes the authentication data of an encoded Map-Register,
 // Map-Notify or Map-Notify-Ack in place. The message must carry a data
 // field of the full digest length, as AppendSigned encodes it.
 func Sign(msg, key []byte) error {
-	d, n, err := authParams(msg)
+	a, err := authenticatorFor(msg, key)
+	if err != nil {
+		return err
+	}
+	return a.Sign(msg)
+}
+
+// authenticatorFor is a one-message Authenticator for msg's algorithm.
+func authenticatorFor(msg, key []byte) (*Authenticator, error) {
+	if _, _, err := authParams(msg); err != nil {
+		return nil, err
+	}
+	return NewAuthenticator(AuthAlgorithm(msg[13]), key)
+}
+
+// Authenticator signs and verifies messages with one key and algorithm,
+// keeping its HMAC state from message to message: building one costs more
+// than hashing a Map-Register. It is not safe for concurrent use.
+type Authenticator struct {
+	alg AuthAlgorithm
+	d   digest
+	mac hash.Hash
+	sum [sha256.Size]byte
+}
+
+// NewAuthenticator returns an Authenticator for key and alg.
+func NewAuthenticator(alg AuthAlgorithm, key []byte) (*Authenticator, error) {
+	d, err := alg.digest()
+	if err != nil {
+		return nil, err
+	}
+	if len(key) == 0 {
+		return nil, ErrAuthKey
+	}
+	return &Authenticator{alg: alg, d: d, mac: hmac.New(d.hash, key)}, nil
+}
+
+// Algorithm is the algorithm the Authenticator signs and verifies with.
+func (a *Authenticator) Algorithm() AuthAlgorithm { return a.alg }
+
+// DataLen is the length of the authentication data it signs with: the
+// full digest.
+func (a *Authenticator) DataLen() int { return a.d.full }
+
+// Verify checks msg as the function Verify does; msg must use the
+// Authenticator's algorithm.
+func (a *Authenticator) Verify(msg []byte) error {
+	d, n, err := a.params(msg)
+	if err != nil {
+		return err
+	}
+	if !hmac.Equal(msg[authDataOffset:authDataOffset+n], a.hmac(d, msg, n)[:n]) {
+		return ErrAuthFailed
+	}
+	return nil
+}
+
+// Sign signs msg in place as the function Sign does.
+func (a *Authenticator) Sign(msg []byte) error {
+	d, n, err := a.params(msg)
 	if err != nil {
 		return err
 	}
 	if n != d.full {
 		return fmt.Errorf("%w: %d bytes, sign with the full %d", ErrAuthLength, n, d.full)
 	}
-	if len(key) == 0 {
-		return ErrAuthKey
-	}
-	copy(msg[authDataOffset:], authHMAC(d, key, msg, n))
+	copy(msg[authDataOffset:], a.hmac(d, msg, n))
 	return nil
+}
+
+func (a *Authenticator) params(msg []byte) (digest, int, error) {
+	d, n, err := authParams(msg)
+	if err == nil && AuthAlgorithm(msg[13]) != a.alg {
+		err = fmt.Errorf("%w: message uses %s, key is for %s", ErrAuthAlgorithm, AuthAlgorithm(msg[13]), a.alg)
+	}
+	return d, n, err
+}
+
+// hmac is the HMAC of msg with its n bytes of authentication data taken
+// as zero, without copying the message.
+func (a *Authenticator) hmac(d digest, msg []byte, n int) []byte {
+	a.mac.Reset()
+	a.mac.Write(msg[:authDataOffset])
+	a.mac.Write(zeroAuth[:n])
+	a.mac.Write(msg[authDataOffset+n:])
+	return a.mac.Sum(a.sum[:0])
 }
 
 // authParams reads the algorithm and data length of an encoded message.
@@ -170,16 +238,6 @@ func authParams(msg []byte) (digest, int, error) {
 }
 
 var zeroAuth [sha256.Size]byte
-
-// authHMAC is the HMAC of msg with its n bytes of authentication data
-// taken as zero, without copying the message.
-func authHMAC(d digest, key, msg []byte, n int) []byte {
-	mac := hmac.New(d.hash, key)
-	mac.Write(msg[:authDataOffset])
-	mac.Write(zeroAuth[:n])
-	mac.Write(msg[authDataOffset+n:])
-	return mac.Sum(nil)
-}
 
 // appendSigned encodes m, whose authentication section is a, with
 // authentication data computed from key, and records the data in a. With

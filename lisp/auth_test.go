@@ -121,3 +121,35 @@ func TestAppendSignedRefusesUnknownAlgorithm(t *testing.T) {
 		t.Errorf("AppendSigned with no key = %v, want ErrAuthKey", err)
 	}
 }
+
+// An Authenticator keeps its state from message to message and refuses
+// messages of another algorithm.
+func TestAuthenticatorReuse(t *testing.T) {
+	a, err := lisp.NewAuthenticator(lisp.AuthHMACSHA256, []byte("secret"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		msg := signedRegister(t, lisp.AuthHMACSHA256, "secret")
+		msg[11] = byte(i) // another nonce: the authentication data no longer matches
+		if err := a.Verify(msg); !errors.Is(err, lisp.ErrAuthFailed) {
+			t.Fatalf("altered message %d: %v", i, err)
+		}
+		if err := a.Sign(msg); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Verify(msg); err != nil || lisp.Verify(msg, []byte("secret")) != nil {
+			t.Fatalf("message %d re-signed: %v", i, err)
+		}
+	}
+	if err := a.Verify(signedRegister(t, lisp.AuthHMACSHA1, "secret")); !errors.Is(err, lisp.ErrAuthAlgorithm) {
+		t.Errorf("SHA-1 message with a SHA-256 authenticator: %v", err)
+	}
+	if _, err := lisp.NewAuthenticator(lisp.AuthHMACSHA256, nil); !errors.Is(err, lisp.ErrAuthKey) {
+		t.Errorf("no key: %v", err)
+	}
+	msg := signedRegister(t, lisp.AuthHMACSHA256, "secret")
+	if n := testing.AllocsPerRun(100, func() { a.Verify(msg) }); n != 0 {
+		t.Errorf("Verify with a reused Authenticator allocates %.1f times", n)
+	}
+}

@@ -161,6 +161,19 @@ func BenchmarkMapRegisterHMACSHA256(b *testing.B) {
 			}
 		}
 	})
+	// A server keeps one Authenticator per key.
+	b.Run("VerifyReused", func(b *testing.B) {
+		a, err := lisp.NewAuthenticator(lisp.AuthHMACSHA256, key)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := a.Verify(wire); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 	b.Run("Reference", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {

@@ -34,6 +34,28 @@ func (t *Table[V]) Insert(e EID, v V) {
 	bt.Insert(e.Prefix, v)
 }
 
+// Upsert returns the value of e, inserting create() first when e is not
+// in the table, in one walk of the trie.
+func (t *Table[V]) Upsert(e EID, create func() V) (v V, created bool) {
+	bt := t.iids[e.IID]
+	if bt == nil {
+		bt = new(bart.Table[V])
+		t.iids[e.IID] = bt
+	}
+	bt.Modify(e.Prefix, func(old V, ok bool) (V, bool) {
+		if ok {
+			v = old
+			return old, false
+		}
+		v, created = create(), true
+		return v, false
+	})
+	if created {
+		t.n++
+	}
+	return v, created
+}
+
 // Delete removes e and reports whether it was there.
 func (t *Table[V]) Delete(e EID) bool {
 	bt := t.iids[e.IID]

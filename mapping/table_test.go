@@ -66,7 +66,15 @@ func TestTableMatchesNaiveList(t *testing.T) {
 	tab, ref := NewTable[EID](), naive{}
 	for step := range 20000 {
 		e := randomEID(r)
-		switch r.IntN(4) {
+		switch r.IntN(5) {
+		case 4:
+			v, created := tab.Upsert(e, func() EID { return e })
+			if created != (ref[e] == 0) || v != e {
+				t.Fatalf("step %d: Upsert(%s) = %s, %v; present before: %v", step, e, v, created, ref[e] != 0)
+			}
+			if created {
+				ref[e] = step + 1
+			}
 		case 0:
 			if got, want := tab.Delete(e), ref[e] != 0; got != want {
 				t.Fatalf("step %d: Delete(%s) = %v, want %v", step, e, got, want)

@@ -10,8 +10,10 @@ import (
 
 // Registration is what the map-server holds for one registered EID-prefix:
 // the part each ETR registered and their union, which Map-Replies carry.
-// It is replaced, never changed, once published: a reader holding one
-// under the read lock may keep using it after releasing the lock.
+// It changes under the server's write lock; readers copy what they need
+// under the read lock. Record's locators are never changed in place (a
+// new slice replaces them), so a copy of Record stays valid after the
+// lock is released.
 type Registration struct {
 	EID  mapping.EID
 	Site *Site
@@ -41,7 +43,8 @@ type ETR struct {
 	Registers    uint64 // Map-Registers accepted for this prefix from this ETR
 	WantedNotify bool   // M, in its last Map-Register
 
-	timer *timer // its place in the expiry heap, carried over on refresh
+	reg   *Registration // for the expiry heap
+	index int           // in the expiry heap
 }
 
 // identity tells ETRs apart: by xTR-ID when they send one (I bit), else by
@@ -52,61 +55,56 @@ type identity struct {
 	addr   netip.Addr
 }
 
-func (e *ETR) identity() identity {
-	if e.XTRID != nil {
-		return identity{xtrID: e.XTRID.ID, siteID: e.XTRID.SiteID}
+func identityOf(src netip.AddrPort, x *lisp.XTRID) identity {
+	if x != nil {
+		return identity{xtrID: x.ID, siteID: x.SiteID}
 	}
-	return identity{addr: e.Source.Addr()}
+	return identity{addr: src.Addr()}
 }
 
-// with returns the registration after etr registered, and the ETRs it no
-// longer holds: with merge semantics (the a bit) etr replaces only its own
-// part, otherwise the whole set (RFC 9301: each ETR registers all of the
-// site's locators). A refreshing ETR keeps its first-registered time and
-// its timer.
-func (r *Registration) with(etr *ETR, proxyTTL uint32) (next *Registration, dropped []*ETR) {
-	next = &Registration{EID: r.EID, Site: r.Site}
-	id := etr.identity()
-	for _, old := range r.ETRs {
-		switch {
-		case old.identity() == id:
-			etr.First, etr.Registers, etr.timer = old.First, old.Registers+1, old.timer
-		case etr.Merge && old.Merge:
-			next.ETRs = append(next.ETRs, old)
-		default:
-			dropped = append(dropped, old)
+func (e *ETR) identity() identity { return identityOf(e.Source, e.XTRID) }
+
+// find returns the ETR of id, or nil.
+func (r *Registration) find(id identity) *ETR {
+	for _, e := range r.ETRs {
+		if e.identity() == id {
+			return e
 		}
 	}
-	next.ETRs = append(next.ETRs, etr)
-	next.merge(proxyTTL)
-	return next, dropped
+	return nil
 }
 
-// without returns the registration without the ETR of id, or nil if no
-// ETR is left, and the ETR it dropped.
-func (r *Registration) without(id identity, proxyTTL uint32) (*Registration, *ETR) {
-	next := &Registration{EID: r.EID, Site: r.Site}
-	var gone *ETR
-	for _, old := range r.ETRs {
-		if old.identity() == id {
-			gone = old
+// keep drops the ETRs for which keep is false and returns them.
+func (r *Registration) keep(keep func(*ETR) bool) (dropped []*ETR) {
+	kept := r.ETRs[:0]
+	for _, e := range r.ETRs {
+		if keep(e) {
+			kept = append(kept, e)
 		} else {
-			next.ETRs = append(next.ETRs, old)
+			dropped = append(dropped, e)
 		}
 	}
-	if len(next.ETRs) == 0 {
-		return nil, gone
-	}
-	next.merge(proxyTTL)
-	return next, gone
+	clear(r.ETRs[len(kept):])
+	r.ETRs = kept
+	return dropped
 }
 
 // merge computes the record replies carry from the ETRs' records: their
-// locators without duplicates, the newest registration's action and
-// map-version.
+// locators without duplicates, in the order the ETRs first registered,
+// and the action and map-version of the latest Map-Register. The locators
+// are a new slice, or the one ETR's own.
 func (r *Registration) merge(proxyTTL uint32) {
+	if len(r.ETRs) == 0 {
+		return
+	}
 	eid, maskLen := r.EID.Wire()
-	last := r.ETRs[len(r.ETRs)-1].Record
+	latest := r.ETRs[0]
+	for _, e := range r.ETRs[1:] {
+		if e.Last.After(latest.Last) {
+			latest = e
+		}
+	}
+	last := latest.Record
 	r.Record = lisp.MapRecord{
 		TTL: proxyTTL, EID: eid, MaskLen: maskLen,
 		Action: last.Action, MapVersion: last.MapVersion,
@@ -116,7 +114,7 @@ func (r *Registration) merge(proxyTTL uint32) {
 		r.Proxy = r.Proxy || (e.ProxyReply && r.Site.ProxyReply)
 	}
 	if len(r.ETRs) == 1 { // the usual case: share the ETR's locators
-		r.Record.Locators = last.Locators
+		r.Record.Locators = r.ETRs[0].Record.Locators
 		return
 	}
 	for _, e := range r.ETRs {
@@ -132,9 +130,9 @@ func (r *Registration) merge(proxyTTL uint32) {
 	}
 }
 
-// forwardTo is the ETR a Map-Request is forwarded to: the one that
-// registered last, at the address it registered from (it proved itself
-// there, while its RLOCs may be data-plane addresses or paths).
+// forwardTo is the ETR a Map-Request is forwarded to: the first that
+// registered and still does, at the address it registered from (it proved
+// itself there, while its RLOCs may be data-plane addresses or paths).
 func (r *Registration) forwardTo() netip.Addr {
-	return r.ETRs[len(r.ETRs)-1].Source.Addr()
+	return r.ETRs[0].Source.Addr()
 }

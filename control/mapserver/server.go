@@ -7,6 +7,7 @@ package mapserver
 
 import (
 	"container/heap"
+	"context"
 	"log/slog"
 	"net/netip"
 	"sync"
@@ -95,15 +96,27 @@ func (s *Server) HandleRegister(raw []byte, src netip.AddrPort, out *control.Out
 		s.refuse(reason, src, &m)
 		return
 	}
-	key, reason := s.authenticate(site, &m, raw)
-	if reason != Accepted {
-		s.refuse(reason, src, &m, "site", site.Name)
+	var auth *lisp.Authenticator
+	if m.Auth.Algorithm != lisp.AuthNone {
+		key, ok := site.key(m.Auth.KeyID, m.Auth.Algorithm)
+		if !ok {
+			s.refuse(UnknownKey, src, &m, "site", site.Name)
+			return
+		}
+		auth = key.auths.Get().(*lisp.Authenticator)
+		defer key.auths.Put(auth)
+		if auth.Verify(raw) != nil {
+			s.refuse(AuthFailed, src, &m, "site", site.Name)
+			return
+		}
+	} else if !site.AllowUnauthenticated || len(m.Auth.Data) != 0 {
+		s.refuse(Unauthenticated, src, &m, "site", site.Name)
 		return
 	}
 	s.apply(site, &m, eids, src)
 	s.counter.add(Accepted)
 	if m.WantMapNotify {
-		s.notify(&m, src, key, out)
+		s.notify(&m, src, auth, out)
 	}
 }
 
@@ -132,56 +145,57 @@ func (s *Server) authorize(m *lisp.MapRegister) (*Site, []mapping.EID, Reason) {
 	return site, eids, Accepted
 }
 
-// authenticate checks the message with the site's key for its Key ID and
-// algorithm, and returns the key for the Map-Notify.
-func (s *Server) authenticate(site *Site, m *lisp.MapRegister, raw []byte) ([]byte, Reason) {
-	if m.Auth.Algorithm == lisp.AuthNone {
-		if !site.AllowUnauthenticated || len(m.Auth.Data) != 0 {
-			return nil, Unauthenticated
-		}
-		return nil, Accepted
-	}
-	key, ok := site.key(m.Auth.KeyID, m.Auth.Algorithm)
-	if !ok {
-		return nil, UnknownKey
-	}
-	if err := lisp.Verify(raw, key); err != nil {
-		return nil, AuthFailed
-	}
-	return key, Accepted
-}
-
 // apply stores the records of an accepted Map-Register.
 func (s *Server) apply(site *Site, m *lisp.MapRegister, eids []mapping.EID, src netip.AddrPort) {
 	now := s.now()
+	id := identityOf(src, m.XTRID)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i, rec := range m.Records {
-		etr := &ETR{
-			Source: src, XTRID: m.XTRID, Record: rec,
-			ProxyReply: m.ProxyReply, Merge: m.MergeRequest, KeyID: m.Auth.KeyID,
-			First: now, Last: now, Expires: now.Add(s.lifetime(m, rec)),
-			Registers: 1, WantedNotify: m.WantMapNotify,
-		}
-		old, _ := s.regs.Get(eids[i])
-		if old == nil {
-			old = &Registration{EID: eids[i], Site: site}
-		}
 		if rec.TTL == 0 { // de-registration
-			next, gone := old.without(etr.identity(), s.proxyTTL)
-			s.replace(eids[i], next)
-			s.expiry.stop(gone)
+			if reg, ok := s.regs.Get(eids[i]); ok {
+				s.drop(reg, reg.keep(func(e *ETR) bool { return e.identity() != id }))
+			}
 			continue
 		}
-		next, dropped := old.with(etr, s.proxyTTL)
-		s.replace(eids[i], next)
-		for _, d := range dropped {
-			s.expiry.stop(d)
+		reg, created := s.regs.Upsert(eids[i], func() *Registration {
+			return &Registration{EID: eids[i], Site: site}
+		})
+		etr := reg.find(id)
+		if etr == nil {
+			etr = &ETR{First: now, reg: reg, index: -1}
+			reg.ETRs = append(reg.ETRs, etr)
 		}
-		s.expiry.schedule(etr, eids[i])
-		if old.ETRs == nil {
-			s.log.Info("registered", "eid", eids[i], "site", site.Name, "from", src, "rlocs", len(rec.Locators))
+		*etr = ETR{
+			Source: src, XTRID: m.XTRID, Record: rec,
+			ProxyReply: m.ProxyReply, Merge: m.MergeRequest, KeyID: m.Auth.KeyID,
+			First: etr.First, Last: now, Expires: now.Add(s.lifetime(m, rec)),
+			Registers: etr.Registers + 1, WantedNotify: m.WantMapNotify,
+			reg: reg, index: etr.index,
 		}
+		// Without the merge bit the ETR's set is the whole set (RFC 9301:
+		// each ETR registers all of the site's locators); with it, it
+		// replaces only its own part among the ETRs that merge.
+		s.drop(reg, reg.keep(func(e *ETR) bool { return e == etr || (etr.Merge && e.Merge) }))
+		reg.merge(s.proxyTTL)
+		s.expiry.schedule(etr)
+		if created && s.log.Enabled(context.Background(), slog.LevelDebug) {
+			s.log.Debug("registered", "eid", eids[i], "site", site.Name, "from", src, "rlocs", len(rec.Locators))
+		}
+	}
+}
+
+// drop forgets ETR registrations of reg, and reg itself if none is left.
+func (s *Server) drop(reg *Registration, gone []*ETR) {
+	for _, e := range gone {
+		s.expiry.stop(e)
+	}
+	if len(reg.ETRs) == 0 {
+		s.regs.Delete(reg.EID)
+		return
+	}
+	if len(gone) > 0 {
+		reg.merge(s.proxyTTL)
 	}
 }
 
@@ -194,33 +208,39 @@ func (s *Server) lifetime(m *lisp.MapRegister, rec lisp.MapRecord) time.Duration
 	return s.timeout
 }
 
-func (s *Server) replace(e mapping.EID, reg *Registration) {
-	if reg == nil {
-		s.regs.Delete(e)
-		return
-	}
-	s.regs.Insert(e, reg)
-}
-
 // notify acknowledges m with a Map-Notify to where it came from (as OOR
 // and lispers.net do), with its nonce, records and xTR-ID, authenticated
-// with the same key.
-func (s *Server) notify(m *lisp.MapRegister, src netip.AddrPort, key []byte, out *control.Outbox) {
-	n := &lisp.MapNotify{
+// with the same key (auth; nil for an unauthenticated site).
+func (s *Server) notify(m *lisp.MapRegister, src netip.AddrPort, auth *lisp.Authenticator, out *control.Outbox) {
+	n := lisp.MapNotify{
 		Nonce:   m.Nonce,
 		Auth:    lisp.Auth{KeyID: m.Auth.KeyID, Algorithm: m.Auth.Algorithm},
 		Records: m.Records,
 		XTRID:   m.XTRID,
 	}
-	if err := out.AppendSigned(src, n, key); err != nil {
+	var zero [32]byte
+	if auth != nil {
+		n.Auth.Data = zero[:auth.DataLen()]
+	}
+	b := out.Begin()
+	start := len(b)
+	b, err := n.AppendBinary(b)
+	if err == nil && auth != nil {
+		err = auth.Sign(b[start:])
+	}
+	if err != nil {
 		s.log.Warn("cannot build Map-Notify", "to", src, "error", err)
 		return
 	}
+	out.Commit(src, b)
 	s.counter.notifies.Add(1)
 }
 
 func (s *Server) refuse(r Reason, src netip.AddrPort, m *lisp.MapRegister, attrs ...any) {
 	s.counter.add(r)
+	if !s.log.Enabled(context.Background(), slog.LevelWarn) {
+		return
+	}
 	attrs = append(attrs, "reason", r.String(), "from", src)
 	if m != nil && len(m.Records) > 0 {
 		attrs = append(attrs, "eid", m.Records[0].EID, "mask_len", m.Records[0].MaskLen)
@@ -235,68 +255,56 @@ func (s *Server) Expire() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	dropped := 0
-	for s.expiry.Len() > 0 && s.expiry[0].at <= now.UnixNano() {
-		t := heap.Pop(&s.expiry).(*timer)
-		reg, ok := s.regs.Get(t.eid)
-		if !ok {
-			continue
-		}
-		next, etr := reg.without(t.id, s.proxyTTL)
-		s.replace(t.eid, next)
+	for s.expiry.Len() > 0 && !s.expiry[0].Expires.After(now) {
+		etr := heap.Pop(&s.expiry).(*ETR)
+		reg := etr.reg
+		s.drop(reg, reg.keep(func(e *ETR) bool { return e != etr }))
 		dropped++
 		s.counter.expired.Add(1)
-		s.log.Info("registration expired", "eid", t.eid, "site", reg.Site.Name, "from", etr.Source,
-			"registered_for", now.Sub(etr.First).Round(time.Second))
+		if s.log.Enabled(context.Background(), slog.LevelDebug) {
+			s.log.Debug("registration expired", "eid", reg.EID, "site", reg.Site.Name, "from", etr.Source,
+				"registered_for", now.Sub(etr.First).Round(time.Second))
+		}
 	}
 	return dropped
 }
 
-// timer is an ETR registration's time to go, kept in a heap ordered by
-// time. Each ETR registration has one: a refresh moves it.
-type timer struct {
-	at    int64 // Unix nanoseconds
-	eid   mapping.EID
-	id    identity
-	index int // in the heap
-}
+// expiryHeap orders ETR registrations by when they expire. Each is in it
+// once: a refresh moves it.
+type expiryHeap []*ETR
 
-type expiryHeap []*timer
-
-// schedule sets the timer of etr, a registration of eid, to etr.Expires.
-func (h *expiryHeap) schedule(etr *ETR, eid mapping.EID) {
-	if etr.timer == nil {
-		etr.timer = &timer{eid: eid, id: etr.identity()}
-		etr.timer.at = etr.Expires.UnixNano()
-		heap.Push(h, etr.timer)
+// schedule puts etr in the heap, or moves it to its new expiry time.
+func (h *expiryHeap) schedule(etr *ETR) {
+	if etr.index < 0 {
+		heap.Push(h, etr)
 		return
 	}
-	etr.timer.at = etr.Expires.UnixNano()
-	heap.Fix(h, etr.timer.index)
+	heap.Fix(h, etr.index)
 }
 
-// stop removes the timer of an ETR registration that is gone.
+// stop takes etr out of the heap.
 func (h *expiryHeap) stop(etr *ETR) {
-	if etr != nil && etr.timer != nil && etr.timer.index >= 0 {
-		heap.Remove(h, etr.timer.index)
+	if etr.index >= 0 {
+		heap.Remove(h, etr.index)
 	}
 }
 
 func (h expiryHeap) Len() int           { return len(h) }
-func (h expiryHeap) Less(i, j int) bool { return h[i].at < h[j].at }
+func (h expiryHeap) Less(i, j int) bool { return h[i].Expires.Before(h[j].Expires) }
 func (h expiryHeap) Swap(i, j int) {
 	h[i], h[j] = h[j], h[i]
 	h[i].index, h[j].index = i, j
 }
 func (h *expiryHeap) Push(x any) {
-	t := x.(*timer)
-	t.index = len(*h)
-	*h = append(*h, t)
+	e := x.(*ETR)
+	e.index = len(*h)
+	*h = append(*h, e)
 }
 func (h *expiryHeap) Pop() any {
 	old := *h
-	t := old[len(old)-1]
+	e := old[len(old)-1]
 	old[len(old)-1] = nil
-	t.index = -1
+	e.index = -1
 	*h = old[:len(old)-1]
-	return t
+	return e
 }

@@ -281,9 +281,9 @@ func TestMergeAndReplace(t *testing.T) {
 	if got := rlocs(); !reflect.DeepEqual(got, []string{"192.0.2.1", "192.0.2.2"}) {
 		t.Fatalf("merged RLOCs = %v", got)
 	}
-	// ETR 1 changes its part only.
+	// ETR 1 changes its part only, and keeps its place.
 	reg(etr1, 1, true, "192.0.2.11")
-	if got := rlocs(); !reflect.DeepEqual(got, []string{"192.0.2.2", "192.0.2.1", "192.0.2.11"}) {
+	if got := rlocs(); !reflect.DeepEqual(got, []string{"192.0.2.11", "192.0.2.2", "192.0.2.1"}) {
 		t.Fatalf("after ETR 1 re-registered: %v", got)
 	}
 	// Without the merge bit an ETR's set replaces everything.

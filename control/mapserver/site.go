@@ -2,6 +2,7 @@ package mapserver
 
 import (
 	"fmt"
+	"sync"
 
 	"github.com/amptcp/amptcp/config"
 	"github.com/amptcp/amptcp/lisp"
@@ -15,7 +16,7 @@ type Site struct {
 	AllowUnauthenticated bool
 	ProxyReply           bool
 	Prefixes             []SitePrefix
-	keys                 map[keyID][]byte
+	keys                 map[keyID]*siteKey
 }
 
 // SitePrefix is an EID-prefix a site may register.
@@ -30,6 +31,25 @@ type keyID struct {
 	alg lisp.AuthAlgorithm
 }
 
+// siteKey is a shared secret with the Authenticators that verify and sign
+// with it, reused across messages: building one costs more than hashing a
+// Map-Register.
+type siteKey struct {
+	auths sync.Pool // *lisp.Authenticator
+}
+
+func newSiteKey(alg lisp.AuthAlgorithm, secret []byte) (*siteKey, error) {
+	if _, err := lisp.NewAuthenticator(alg, secret); err != nil {
+		return nil, err
+	}
+	k := &siteKey{}
+	k.auths.New = func() any {
+		a, _ := lisp.NewAuthenticator(alg, secret) // checked above
+		return a
+	}
+	return k, nil
+}
+
 // newSites builds the sites of a validated configuration and the table of
 // their prefixes.
 func newSites(cfg []config.Site) ([]*Site, *mapping.Table[*SitePrefix], error) {
@@ -40,7 +60,7 @@ func newSites(cfg []config.Site) ([]*Site, *mapping.Table[*SitePrefix], error) {
 			Name:                 c.Name,
 			AllowUnauthenticated: c.AllowUnauthenticated,
 			ProxyReply:           c.ProxyReply == nil || *c.ProxyReply,
-			keys:                 map[keyID][]byte{},
+			keys:                 map[keyID]*siteKey{},
 		}
 		for _, k := range c.Keys {
 			alg, err := config.AuthAlgorithm(k.Algorithm)
@@ -51,7 +71,9 @@ func newSites(cfg []config.Site) ([]*Site, *mapping.Table[*SitePrefix], error) {
 			if err != nil {
 				return nil, nil, fmt.Errorf("site %s: key %d: %w", c.Name, k.ID, err)
 			}
-			s.keys[keyID{k.ID, alg}] = secret
+			if s.keys[keyID{k.ID, alg}], err = newSiteKey(alg, secret); err != nil {
+				return nil, nil, fmt.Errorf("site %s: key %d: %w", c.Name, k.ID, err)
+			}
 		}
 		for _, e := range c.EIDPrefixes {
 			p, err := e.Parse()
@@ -70,8 +92,8 @@ func newSites(cfg []config.Site) ([]*Site, *mapping.Table[*SitePrefix], error) {
 	return sites, table, nil
 }
 
-// key returns the secret for a Key ID and algorithm.
-func (s *Site) key(id uint8, alg lisp.AuthAlgorithm) ([]byte, bool) {
+// key returns the key for a Key ID and algorithm.
+func (s *Site) key(id uint8, alg lisp.AuthAlgorithm) (*siteKey, bool) {
 	k, ok := s.keys[keyID{id, alg}]
 	return k, ok
 }
