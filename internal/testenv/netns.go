@@ -35,31 +35,29 @@ func NetNS(t testing.TB) *netns.NS {
 // Use it as the body of TestMain.
 func Main(m *testing.M) {
 	code := m.Run()
-	leaked, err := netns.List(Prefix + "-")
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "testenv: list namespaces: %v\n", err)
+	if removeLeaked("namespace %s leaked", netns.List, netns.Delete) {
 		code = 1
 	}
-	for _, name := range leaked {
-		fmt.Fprintf(os.Stderr, "testenv: namespace %s leaked; removing it\n", name)
-		if err := netns.Delete(name); err != nil {
-			fmt.Fprintf(os.Stderr, "testenv: %v\n", err)
-		}
+	// Listing links needs no root, but only root tests create them.
+	if os.Geteuid() == 0 && removeLeaked("link %s leaked into the root namespace", netns.Links, netns.DeleteLink) {
 		code = 1
-	}
-	if os.Geteuid() == 0 { // listing links needs no root, but only root tests create them
-		links, err := netns.Links(Prefix + "-")
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "testenv: %v\n", err)
-			code = 1
-		}
-		for _, name := range links {
-			fmt.Fprintf(os.Stderr, "testenv: link %s leaked into the root namespace; removing it\n", name)
-			if err := netns.DeleteLink(name); err != nil {
-				fmt.Fprintf(os.Stderr, "testenv: %v\n", err)
-			}
-			code = 1
-		}
 	}
 	os.Exit(code)
+}
+
+// removeLeaked lists what this run's tests left behind, removes it, and
+// reports whether there was anything (or the listing failed).
+func removeLeaked(what string, list func(prefix string) ([]string, error), remove func(name string) error) bool {
+	names, err := list(Prefix + "-")
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "testenv: %v\n", err)
+		return true
+	}
+	for _, name := range names {
+		fmt.Fprintf(os.Stderr, "testenv: "+what+"; removing it\n", name)
+		if err := remove(name); err != nil {
+			fmt.Fprintf(os.Stderr, "testenv: %v\n", err)
+		}
+	}
+	return len(names) > 0
 }
