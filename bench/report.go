@@ -121,6 +121,7 @@ type EnvironmentInfo struct {
 	LispdPinning     string `json:"lispd_pinning"`
 	ReferencePinning string `json:"reference_pinning"`
 	GeneratorPinning string `json:"generator_pinning"`
+	Priority         string `json:"priority"` // of the generator's thread and the servers
 	Go               string `json:"go"`
 	Kernel           string `json:"kernel"`
 	CPUs             int    `json:"cpus"`
@@ -188,6 +189,7 @@ func WriteText(w io.Writer, r *Result) error {
 	fmt.Fprintf(&b, "memory: heap %s -> %s, RSS %s -> %s\n", mib(m.HeapBefore), mib(m.HeapAfter), mib(m.RSSBefore), mib(m.RSSAfter))
 	e := r.Environment
 	fmt.Fprintf(&b, "pinning: lispd %s; reference %s; generator %s\n", e.LispdPinning, e.ReferencePinning, e.GeneratorPinning)
+	fmt.Fprintf(&b, "priority: %s, for lispd, the reference and the generator's thread\n", e.Priority)
 	fmt.Fprintf(&b, "lispd %s (%s), %s, Linux %s, %d CPUs\n", e.LispdVersion, e.Lispd, e.Go, e.Kernel, e.CPUs)
 	_, err := io.WriteString(w, b.String())
 	return err

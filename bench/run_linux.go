@@ -51,6 +51,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 			done <- err
 			return
 		}
+		r.res.Environment.Priority = priority()
 		done <- r.phases(ctx, lispdPath)
 	}()
 	if err := <-done; err != nil {

@@ -29,8 +29,9 @@ as fast as it answers, then at half that rate to measure latency. It
 reports each target of issue #3 as MET or MISSED, with a reference
 measured in the same run: a UDP server doing lispd's batched I/O and
 nothing else. lispd and the reference run on one CPU (GOMAXPROCS=1), the
-generator on another. Progress goes to stderr. The defaults take about a
-minute; --prefixes 10000 --duration 1s takes a few seconds.
+generator on another, all at nice -20 when allowed (as root). Progress
+goes to stderr. The defaults take about a minute; --prefixes 10000
+--duration 1s takes a few seconds.
 `)
 	}
 	if len(args) == 0 {
