@@ -22,7 +22,8 @@ import (
 
 // Config is lispd's configuration.
 type Config struct {
-	// Roles lispd runs: map-server, map-resolver (xtr and rtr come later).
+	// Roles lispd runs: map-server, map-resolver, xtr (an ITR and ETR),
+	// rtr (a re-encapsulating tunnel router).
 	Roles []Role `yaml:"roles"`
 	// Listen are the addresses of the control sockets (UDP 4342 unless a
 	// port is given): "0.0.0.0", "::", "192.0.2.1", "[2001:db8::1]:4342".
@@ -33,6 +34,13 @@ type Config struct {
 
 	MapServer   *MapServer   `yaml:"map-server"`
 	MapResolver *MapResolver `yaml:"map-resolver"`
+
+	// The tunnel routers: the xtr and rtr roles forward in eBPF
+	// (Dataplane) with the mappings they resolve (MapCache); the xtr
+	// registers its site's (XTR).
+	Dataplane *Dataplane `yaml:"dataplane"`
+	MapCache  *MapCache  `yaml:"map-cache"`
+	XTR       *XTR       `yaml:"xtr"`
 }
 
 // Role is a job lispd does.
@@ -41,7 +49,12 @@ type Role string
 const (
 	RoleMapServer   Role = "map-server"
 	RoleMapResolver Role = "map-resolver"
+	RoleXTR         Role = "xtr"
+	RoleRTR         Role = "rtr"
 )
+
+// Roles are all the roles, in the order they are documented.
+var Roles = []Role{RoleMapServer, RoleMapResolver, RoleXTR, RoleRTR}
 
 // Log configures log/slog.
 type Log struct {

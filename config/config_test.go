@@ -70,7 +70,7 @@ func TestValidateReportsEverything(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := Parse([]byte(`
-roles: [map-server, map-server, xtr]
+roles: [map-server, map-server, pitr]
 listen: [192.0.2.1, "not an address"]
 log: {level: loud, format: xml}
 metrics: {listen: "9342"}
@@ -101,7 +101,7 @@ map-resolver: {negative-ttl: -5m, rate-limit: {per-second: -1}}
 	}
 	want := []string{
 		"roles[1]: map-server named twice",
-		`roles[2]: unknown role "xtr"`,
+		`roles[2]: unknown role "pitr"`,
 		`listen[1]: "not an address" is not an IP address`,
 		`log.level: "loud"`,
 		`log.format: "xml"`,

@@ -58,6 +58,7 @@ func (c *Config) Defaults() {
 			mr.RateLimit = &RateLimit{PerSecond: DefaultRateLimit, Burst: DefaultRateBurst}
 		}
 	}
+	c.tunnelDefaults()
 }
 
 func setDuration(d *Duration, def time.Duration) {

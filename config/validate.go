@@ -38,12 +38,12 @@ func (c *checker) add(path, format string, args ...any) {
 func (c *Config) Validate() error {
 	var ck checker
 	if len(c.Roles) == 0 {
-		ck.add("roles", "missing: name at least one of %s, %s", RoleMapServer, RoleMapResolver)
+		ck.add("roles", "missing: name at least one of %v", Roles)
 	}
 	for i, r := range c.Roles {
 		switch {
-		case r != RoleMapServer && r != RoleMapResolver:
-			ck.add(fmt.Sprintf("roles[%d]", i), "unknown role %q (want %s or %s)", r, RoleMapServer, RoleMapResolver)
+		case !slices.Contains(Roles, r):
+			ck.add(fmt.Sprintf("roles[%d]", i), "unknown role %q (want one of %v)", r, Roles)
 		case slices.Index(c.Roles, r) != i:
 			ck.add(fmt.Sprintf("roles[%d]", i), "%s named twice", r)
 		}
@@ -70,6 +70,7 @@ func (c *Config) Validate() error {
 	if mr := c.MapResolver; mr != nil {
 		mr.validate(&ck)
 	}
+	c.validateTunnel(&ck)
 	if len(ck.errs) > 0 {
 		return ck.errs
 	}

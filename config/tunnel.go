@@ -1,0 +1,371 @@
+package config
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Dataplane configures the eBPF forwarding of the xtr and rtr roles.
+type Dataplane struct {
+	// EIDInterfaces face the site's hosts: the ITR takes their packets
+	// (xtr role only).
+	EIDInterfaces []string `yaml:"eid-interfaces"`
+	// RLOCInterfaces face the underlay: encapsulated packets arrive there
+	// for the ETR and the RTR, and leave by them. Their addresses are the
+	// router's RLOCs.
+	RLOCInterfaces []string `yaml:"rloc-interfaces"`
+	// InstanceID of the EIDs behind eid-interfaces; when not 0 the ITR
+	// sets the I bit and carries it in the data header.
+	InstanceID uint32 `yaml:"instance-id"`
+	// PathSelection picks among a mapping's best paths for packets not
+	// bound to a path by their MPTCP subflow: "hash" (by weight, on a
+	// hash of the 5-tuple) or "port-sum" (index = (source port +
+	// destination port) mod the number of paths, papers/001).
+	PathSelection string `yaml:"path-selection"`
+	// MPTCPSubflows "bind" gives each MPTCP subflow of a connection its own
+	// path and keeps it there (papers/000 §IV, stateless); "off" treats
+	// them as any flow.
+	MPTCPSubflows string `yaml:"mptcp-subflows"`
+	// PathID is how an RTR learns which ELP a packet follows:
+	// "data-header" (the ITR writes the path's index into the LISP header)
+	// or "previous-hop" (the outer source address, for link-disjoint ELPs).
+	PathID string `yaml:"path-id"`
+	// Miss is what the ITR does with packets while their mapping is being
+	// resolved: "drop" or "native-forward".
+	Miss string `yaml:"miss"`
+	// SubflowIdleTimeout removes a subflow that sent nothing for so long.
+	SubflowIdleTimeout Duration `yaml:"subflow-idle-timeout"`
+	// ClampMSS lowers the MSS of the TCP SYNs the ITR encapsulates so that
+	// segments fit the underlay's MTU once encapsulated. On by default.
+	ClampMSS *bool `yaml:"clamp-mss"`
+}
+
+// MapCache configures how tunnel routers resolve and keep mappings.
+type MapCache struct {
+	// MapResolvers receive the Encapsulated Map-Requests, tried in turn.
+	MapResolvers []string `yaml:"map-resolvers"`
+	// RequestTimeout is how long a Map-Request waits for its reply before
+	// it is sent again (to the next map-resolver), RequestRetries times.
+	RequestTimeout Duration `yaml:"request-timeout"`
+	RequestRetries int      `yaml:"request-retries"`
+	// MissInterval is how often the data plane reports the same missing
+	// EID while packets to it keep coming.
+	MissInterval Duration `yaml:"miss-interval"`
+	// MaxEntries bounds the map-cache (the size of its BPF maps).
+	MaxEntries int `yaml:"max-entries"`
+	// ProbeInterval is how often every locator in use is RLOC-probed; 0
+	// turns probing off. A locator is down after ProbeMisses unanswered
+	// probes in a row and up again at the first answer.
+	ProbeInterval *Duration `yaml:"probe-interval"`
+	ProbeMisses   int       `yaml:"probe-misses"`
+}
+
+// XTR configures what the xtr role registers and with whom.
+type XTR struct {
+	DatabaseMappings []DatabaseMapping `yaml:"database-mappings"`
+	MapServers       []MapServerRef    `yaml:"map-servers"`
+	// RegisterInterval is how often registrations are refreshed
+	// (RFC 9301: every minute).
+	RegisterInterval Duration `yaml:"register-interval"`
+}
+
+// DatabaseMapping is an EID-prefix of this site and how to reach it.
+type DatabaseMapping struct {
+	EIDPrefix string `yaml:"eid-prefix"`
+	// TTL is the record TTL of the registrations and of Map-Replies.
+	TTL      Duration        `yaml:"ttl"`
+	Locators []LocatorConfig `yaml:"locators"`
+}
+
+// LocatorConfig is one path to a site: a plain RLOC (Address) or an
+// Explicit Locator Path through RTRs ending at an RLOC of the site (ELP).
+type LocatorConfig struct {
+	Address  string   `yaml:"address"`
+	ELP      []ELPHop `yaml:"elp"`
+	Priority uint8    `yaml:"priority"`
+	Weight   uint8    `yaml:"weight"`
+}
+
+// ELPHop is a hop of an Explicit Locator Path: written as an address, or
+// as {address: ..., lookup: true, probe: true, strict: true}.
+type ELPHop struct {
+	Address string `yaml:"address"`
+	Lookup  bool   `yaml:"lookup"`
+	Probe   bool   `yaml:"probe"`
+	Strict  bool   `yaml:"strict"`
+}
+
+func (h *ELPHop) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode {
+		*h = ELPHop{Address: n.Value}
+		return nil
+	}
+	type plain ELPHop // without this method
+	return n.Decode((*plain)(h))
+}
+
+// MapServerRef is a map-server the xtr registers with.
+type MapServerRef struct {
+	Address    string `yaml:"address"` // address[:port]
+	KeyID      uint8  `yaml:"key-id"`
+	Algorithm  string `yaml:"algorithm"` // hmac-sha256 (default) or hmac-sha1
+	Secret     string `yaml:"secret"`
+	SecretFile string `yaml:"secret-file"`
+	// ProxyReply asks the map-server to answer Map-Requests for us (the
+	// P bit); off, they are forwarded to us.
+	ProxyReply bool `yaml:"proxy-reply"`
+}
+
+// The tunnel routers' defaults.
+const (
+	DefaultPathSelection      = "hash"
+	DefaultMPTCPSubflows      = "bind"
+	DefaultPathID             = "data-header"
+	DefaultMiss               = "drop"
+	DefaultSubflowIdleTimeout = 10 * time.Minute
+	DefaultRequestTimeout     = time.Second
+	DefaultRequestRetries     = 2
+	DefaultMissInterval       = time.Second
+	DefaultMapCacheEntries    = 65536
+	DefaultProbeInterval      = 10 * time.Second
+	DefaultProbeMisses        = 3
+	DefaultRegisterInterval   = time.Minute
+	DefaultRecordTTL          = 24 * time.Hour
+)
+
+func (c *Config) tunnelDefaults() {
+	tunnel := c.Has(RoleXTR) || c.Has(RoleRTR)
+	if tunnel && c.Dataplane == nil {
+		c.Dataplane = &Dataplane{}
+	}
+	if dp := c.Dataplane; dp != nil {
+		setString(&dp.PathSelection, DefaultPathSelection)
+		setString(&dp.MPTCPSubflows, DefaultMPTCPSubflows)
+		setString(&dp.PathID, DefaultPathID)
+		setString(&dp.Miss, DefaultMiss)
+		setDuration(&dp.SubflowIdleTimeout, DefaultSubflowIdleTimeout)
+		if dp.ClampMSS == nil {
+			on := true
+			dp.ClampMSS = &on
+		}
+	}
+	if tunnel && c.MapCache == nil {
+		c.MapCache = &MapCache{}
+	}
+	if mc := c.MapCache; mc != nil {
+		setDuration(&mc.RequestTimeout, DefaultRequestTimeout)
+		if mc.RequestRetries == 0 {
+			mc.RequestRetries = DefaultRequestRetries
+		}
+		setDuration(&mc.MissInterval, DefaultMissInterval)
+		if mc.MaxEntries == 0 {
+			mc.MaxEntries = DefaultMapCacheEntries
+		}
+		if mc.ProbeMisses == 0 {
+			mc.ProbeMisses = DefaultProbeMisses
+		}
+		if mc.ProbeInterval == nil { // 0 is "off", so only a missing value gets the default
+			mc.ProbeInterval = &Duration{DefaultProbeInterval}
+		}
+	}
+	if x := c.XTR; x != nil {
+		setDuration(&x.RegisterInterval, DefaultRegisterInterval)
+		for i := range x.DatabaseMappings {
+			setDuration(&x.DatabaseMappings[i].TTL, DefaultRecordTTL)
+		}
+		for i := range x.MapServers {
+			setString(&x.MapServers[i].Algorithm, DefaultKeyAlgorithm)
+		}
+	}
+}
+
+func setString(s *string, def string) {
+	if *s == "" {
+		*s = def
+	}
+}
+
+func (c *Config) validateTunnel(ck *checker) {
+	xtr, rtr := c.Has(RoleXTR), c.Has(RoleRTR)
+	if c.XTR != nil && !xtr {
+		ck.add("xtr", "set, but the xtr role is not in roles")
+	}
+	if xtr && c.XTR == nil {
+		ck.add("xtr", "missing: the xtr role needs its database-mappings and map-servers")
+	}
+	if dp := c.Dataplane; dp != nil {
+		dp.validate(ck, xtr)
+	}
+	if mc := c.MapCache; mc != nil {
+		mc.validate(ck)
+	}
+	if x := c.XTR; x != nil && xtr {
+		x.validate(ck)
+	}
+	if !xtr && !rtr {
+		if c.Dataplane != nil {
+			ck.add("dataplane", "set, but neither the xtr nor the rtr role is in roles")
+		}
+		if c.MapCache != nil {
+			ck.add("map-cache", "set, but neither the xtr nor the rtr role is in roles")
+		}
+	}
+}
+
+func (dp *Dataplane) validate(ck *checker, xtr bool) {
+	if xtr && len(dp.EIDInterfaces) == 0 {
+		ck.add("dataplane.eid-interfaces", "missing: the xtr role takes the site's packets on at least one interface")
+	}
+	if !xtr && len(dp.EIDInterfaces) > 0 {
+		ck.add("dataplane.eid-interfaces", "only the xtr role has EID interfaces")
+	}
+	if len(dp.RLOCInterfaces) == 0 {
+		ck.add("dataplane.rloc-interfaces", "missing: a tunnel router needs at least one interface to the underlay")
+	}
+	seen := map[string]string{}
+	for field, list := range map[string][]string{"eid-interfaces": dp.EIDInterfaces, "rloc-interfaces": dp.RLOCInterfaces} {
+		for i, name := range list {
+			path := fmt.Sprintf("dataplane.%s[%d]", field, i)
+			switch {
+			case name == "":
+				ck.add(path, "empty interface name")
+			case seen[name] != "":
+				ck.add(path, "%s is already %s", name, seen[name])
+			}
+			seen[name] = path
+		}
+	}
+	if dp.InstanceID > 0xffffff {
+		ck.add("dataplane.instance-id", "%d exceeds the 24 bits of an instance ID", dp.InstanceID)
+	}
+	oneOf(ck, "dataplane.path-selection", dp.PathSelection, "hash", "port-sum")
+	oneOf(ck, "dataplane.mptcp-subflows", dp.MPTCPSubflows, "bind", "off")
+	oneOf(ck, "dataplane.path-id", dp.PathID, "data-header", "previous-hop")
+	oneOf(ck, "dataplane.miss", dp.Miss, "drop", "native-forward")
+	if dp.SubflowIdleTimeout.Duration < time.Second {
+		ck.add("dataplane.subflow-idle-timeout", "must be at least 1s")
+	}
+}
+
+func oneOf(ck *checker, path, v string, allowed ...string) {
+	if !slices.Contains(allowed, v) {
+		ck.add(path, "%q is not one of %v", v, allowed)
+	}
+}
+
+func (mc *MapCache) validate(ck *checker) {
+	if len(mc.MapResolvers) == 0 {
+		ck.add("map-cache.map-resolvers", "missing: a tunnel router asks at least one map-resolver")
+	}
+	for i, a := range mc.MapResolvers {
+		if _, err := ListenAddr(a); err != nil {
+			ck.add(fmt.Sprintf("map-cache.map-resolvers[%d]", i), "%v", err)
+		}
+	}
+	if mc.RequestTimeout.Duration <= 0 {
+		ck.add("map-cache.request-timeout", "must be positive")
+	}
+	if mc.RequestRetries < 0 {
+		ck.add("map-cache.request-retries", "must not be negative")
+	}
+	if mc.MissInterval.Duration < time.Millisecond {
+		ck.add("map-cache.miss-interval", "must be at least 1ms")
+	}
+	if mc.MaxEntries < 1 || mc.MaxEntries > 1<<24 {
+		ck.add("map-cache.max-entries", "%d is not between 1 and %d", mc.MaxEntries, 1<<24)
+	}
+	if mc.ProbeInterval.Duration < 0 || (mc.ProbeInterval.Duration > 0 && mc.ProbeInterval.Duration < 10*time.Millisecond) {
+		ck.add("map-cache.probe-interval", "must be 0 (off) or at least 10ms")
+	}
+	if mc.ProbeMisses < 1 {
+		ck.add("map-cache.probe-misses", "must be at least 1")
+	}
+}
+
+func (x *XTR) validate(ck *checker) {
+	if len(x.DatabaseMappings) == 0 {
+		ck.add("xtr.database-mappings", "missing: an xtr registers at least one EID-prefix")
+	}
+	for i, m := range x.DatabaseMappings {
+		path := fmt.Sprintf("xtr.database-mappings[%d]", i)
+		if _, err := (EIDPrefix{Prefix: m.EIDPrefix}).Parse(); err != nil {
+			ck.add(path+".eid-prefix", "%v", err)
+		}
+		if m.TTL.Duration < time.Minute || m.TTL.Duration%time.Minute != 0 {
+			ck.add(path+".ttl", "%v is not a whole number of minutes (records carry minutes)", m.TTL.Duration)
+		}
+		if len(m.Locators) == 0 {
+			ck.add(path+".locators", "missing: a mapping needs at least one locator")
+		}
+		if len(m.Locators) > MaxPaths {
+			ck.add(path+".locators", "%d locators: the data plane takes at most %d", len(m.Locators), MaxPaths)
+		}
+		for j, l := range m.Locators {
+			l.validate(ck, fmt.Sprintf("%s.locators[%d]", path, j))
+		}
+	}
+	if len(x.MapServers) == 0 {
+		ck.add("xtr.map-servers", "missing: an xtr registers with at least one map-server")
+	}
+	for i, ms := range x.MapServers {
+		path := fmt.Sprintf("xtr.map-servers[%d]", i)
+		if _, err := ListenAddr(ms.Address); err != nil {
+			ck.add(path+".address", "%v", err)
+		}
+		if _, err := AuthAlgorithm(ms.Algorithm); err != nil {
+			ck.add(path+".algorithm", "%v", err)
+		}
+		if _, err := (Key{Secret: ms.Secret, SecretFile: ms.SecretFile}).Bytes(); err != nil {
+			ck.add(path, "%v", err)
+		}
+	}
+	if x.RegisterInterval.Duration < time.Second {
+		ck.add("xtr.register-interval", "must be at least 1s")
+	}
+}
+
+// MaxPaths is how many locators (RLOCs and ELPs) a mapping may have in
+// the data plane; MaxHops how many hops an ELP may have.
+const (
+	MaxPaths = 8
+	MaxHops  = 8
+)
+
+func (l LocatorConfig) validate(ck *checker, path string) {
+	switch {
+	case l.Address == "" && len(l.ELP) == 0:
+		ck.add(path, "missing: give an address or an elp")
+	case l.Address != "" && len(l.ELP) > 0:
+		ck.add(path, "address and elp both set: a locator is one or the other")
+	case l.Address != "":
+		if _, err := netip.ParseAddr(l.Address); err != nil {
+			ck.add(path+".address", "%q is not an IP address", l.Address)
+		}
+	default:
+		if len(l.ELP) < 2 {
+			ck.add(path+".elp", "an ELP has at least two hops (RTRs, then the ETR)")
+		}
+		if len(l.ELP) > MaxHops {
+			ck.add(path+".elp", "%d hops: the data plane takes at most %d", len(l.ELP), MaxHops)
+		}
+		for k, h := range l.ELP {
+			if _, err := netip.ParseAddr(h.Address); err != nil {
+				ck.add(fmt.Sprintf("%s.elp[%d].address", path, k), "%q is not an IP address", h.Address)
+			}
+		}
+	}
+}
+
+// Addr is the locator's RLOC: its address, or the last hop of its ELP.
+func (l LocatorConfig) Addr() netip.Addr {
+	s := l.Address
+	if len(l.ELP) > 0 {
+		s = l.ELP[len(l.ELP)-1].Address
+	}
+	a, _ := netip.ParseAddr(s)
+	return a
+}
