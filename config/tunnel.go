@@ -1,9 +1,11 @@
 package config
 
 import (
+	"encoding/hex"
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -71,6 +73,23 @@ type XTR struct {
 	// RegisterInterval is how often registrations are refreshed
 	// (RFC 9301: every minute).
 	RegisterInterval Duration `yaml:"register-interval"`
+	// XTRID (32 hex digits) and SiteID, when XTRID is set, go in the
+	// Map-Registers (the I bit, RFC 9437): the map-server then tells this
+	// xTR from the other xTRs of its site by them, not by its address.
+	XTRID  string `yaml:"xtr-id"`
+	SiteID uint64 `yaml:"site-id"`
+}
+
+// ID returns the xTR-ID, or nil when none is configured.
+func (x *XTR) ID() (*[16]byte, error) {
+	if x.XTRID == "" {
+		return nil, nil
+	}
+	b, err := hex.DecodeString(strings.TrimPrefix(x.XTRID, "0x"))
+	if err != nil || len(b) != 16 {
+		return nil, fmt.Errorf("%q is not 32 hex digits (128 bits)", x.XTRID)
+	}
+	return (*[16]byte)(b), nil
 }
 
 // DatabaseMapping is an EID-prefix of this site and how to reach it.
@@ -290,10 +309,18 @@ func (x *XTR) validate(ck *checker) {
 	if len(x.DatabaseMappings) == 0 {
 		ck.add("xtr.database-mappings", "missing: an xtr registers at least one EID-prefix")
 	}
+	if len(x.DatabaseMappings) > MaxMappings {
+		ck.add("xtr.database-mappings", "%d mappings: a Map-Register carries at most %d", len(x.DatabaseMappings), MaxMappings)
+	}
+	prefixes := map[netip.Prefix]string{}
 	for i, m := range x.DatabaseMappings {
 		path := fmt.Sprintf("xtr.database-mappings[%d]", i)
-		if _, err := (EIDPrefix{Prefix: m.EIDPrefix}).Parse(); err != nil {
+		if p, err := (EIDPrefix{Prefix: m.EIDPrefix}).Parse(); err != nil {
 			ck.add(path+".eid-prefix", "%v", err)
+		} else if other, ok := prefixes[p]; ok {
+			ck.add(path+".eid-prefix", "%s is already %s", p, other)
+		} else {
+			prefixes[p] = path
 		}
 		if m.TTL.Duration < time.Minute || m.TTL.Duration%time.Minute != 0 {
 			ck.add(path+".ttl", "%v is not a whole number of minutes (records carry minutes)", m.TTL.Duration)
@@ -326,13 +353,21 @@ func (x *XTR) validate(ck *checker) {
 	if x.RegisterInterval.Duration < time.Second {
 		ck.add("xtr.register-interval", "must be at least 1s")
 	}
+	if _, err := x.ID(); err != nil {
+		ck.add("xtr.xtr-id", "%v", err)
+	}
+	if x.SiteID != 0 && x.XTRID == "" {
+		ck.add("xtr.site-id", "set without xtr-id: they are sent together")
+	}
 }
 
 // MaxPaths is how many locators (RLOCs and ELPs) a mapping may have in
-// the data plane; MaxHops how many hops an ELP may have.
+// the data plane; MaxHops how many hops an ELP may have; MaxMappings how
+// many EID-records one Map-Register carries (an 8-bit count).
 const (
-	MaxPaths = 8
-	MaxHops  = 8
+	MaxPaths    = 8
+	MaxHops     = 8
+	MaxMappings = 255
 )
 
 func (l LocatorConfig) validate(ck *checker, path string) {

@@ -1,0 +1,176 @@
+package config
+
+import (
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+)
+
+// xtrExample is an xTR of a multi-homed site: two RLOCs, and an ELP
+// through two RTRs that ends at one of them (papers/000's LISP-TE
+// overlay), registered with one map-server that forwards Map-Requests to
+// it and another that answers for it.
+const xtrExample = `
+roles: [xtr]
+listen: [198.51.100.1, 203.0.113.1]
+dataplane:
+  eid-interfaces: [eth1]
+  rloc-interfaces: [eth0, eth2]
+  path-selection: port-sum
+map-cache:
+  map-resolvers: [192.0.2.1, "192.0.2.2:4342"]
+  request-timeout: 500ms
+  probe-interval: 5s
+xtr:
+  xtr-id: 000102030405060708090a0b0c0d0e0f
+  site-id: 1
+  database-mappings:
+    - eid-prefix: 10.1.0.0/16
+      ttl: 5m
+      locators:
+        - {address: 198.51.100.1, priority: 1, weight: 50}
+        - {address: 203.0.113.1, priority: 1, weight: 50}
+        - elp: [192.0.2.11, {address: 192.0.2.12, probe: true, strict: true}, 198.51.100.1]
+          priority: 2
+          weight: 100
+  map-servers:
+    - {address: 192.0.2.1, key-id: 1, secret: site-a-secret}
+    - {address: 192.0.2.2, secret: other-secret, algorithm: hmac-sha1, proxy-reply: true}
+`
+
+// rtrExample is a re-encapsulating tunnel router: no site, only a
+// map-cache to resolve the next hops of the ELPs it carries.
+const rtrExample = `
+roles: [rtr]
+dataplane: {rloc-interfaces: [eth0]}
+map-cache: {map-resolvers: [192.0.2.1], probe-interval: 0s}
+`
+
+func TestTunnelExamples(t *testing.T) {
+	c, err := Parse([]byte(xtrExample))
+	if err != nil {
+		t.Fatalf("xtr example: %v", err)
+	}
+	x := c.XTR
+	if len(x.DatabaseMappings) != 1 || len(x.MapServers) != 2 || x.RegisterInterval.Duration != time.Minute {
+		t.Errorf("xtr = %+v", x)
+	}
+	m := x.DatabaseMappings[0]
+	if m.TTL.Duration != 5*time.Minute || len(m.Locators) != 3 || m.Locators[2].Addr() != netip.MustParseAddr("198.51.100.1") {
+		t.Errorf("mapping = %+v", m)
+	}
+	hops := m.Locators[2].ELP
+	if hops[0] != (ELPHop{Address: "192.0.2.11"}) || hops[1] != (ELPHop{Address: "192.0.2.12", Probe: true, Strict: true}) {
+		t.Errorf("ELP hops = %+v", hops)
+	}
+	if ms := x.MapServers; ms[0].Algorithm != "hmac-sha256" || ms[0].ProxyReply || !ms[1].ProxyReply || ms[1].KeyID != 0 {
+		t.Errorf("map-servers = %+v", ms)
+	}
+	if id, err := x.ID(); err != nil || id == nil || id[1] != 1 || id[15] != 15 {
+		t.Errorf("xtr-id = %x, %v", id, err)
+	}
+	mc := c.MapCache
+	if mc.RequestTimeout.Duration != 500*time.Millisecond || mc.RequestRetries != DefaultRequestRetries ||
+		mc.ProbeInterval.Duration != 5*time.Second || mc.ProbeMisses != DefaultProbeMisses || mc.MaxEntries != DefaultMapCacheEntries {
+		t.Errorf("map-cache = %+v", mc)
+	}
+	if dp := c.Dataplane; dp.PathSelection != "port-sum" || dp.Miss != "drop" || !*dp.ClampMSS {
+		t.Errorf("dataplane = %+v", dp)
+	}
+
+	c, err = Parse([]byte(rtrExample))
+	if err != nil {
+		t.Fatalf("rtr example: %v", err)
+	}
+	if c.XTR != nil || c.MapCache.ProbeInterval.Duration != 0 || c.Dataplane.InstanceID != 0 {
+		t.Errorf("rtr = %+v %+v", c.XTR, c.MapCache)
+	}
+	// The defaults of a map-cache left out.
+	c, err = Parse([]byte("roles: [rtr]\ndataplane: {rloc-interfaces: [eth0]}\nmap-cache: {map-resolvers: [192.0.2.1]}\n"))
+	if err != nil || c.MapCache.ProbeInterval.Duration != DefaultProbeInterval {
+		t.Errorf("default probe interval: %+v, %v", c.MapCache, err)
+	}
+}
+
+// One lispd may be the map-server and map-resolver of a small overlay and
+// an xTR of it at once.
+func TestAllRolesInOne(t *testing.T) {
+	_, err := Parse([]byte(`
+roles: [map-server, map-resolver, xtr]
+map-server:
+  sites: [{name: a, keys: [{id: 0, secret: s}], eid-prefixes: [{prefix: 10.1.0.0/16}]}]
+dataplane: {eid-interfaces: [eth1], rloc-interfaces: [eth0]}
+map-cache: {map-resolvers: [127.0.0.1]}
+xtr:
+  database-mappings: [{eid-prefix: 10.1.0.0/16, locators: [{address: 192.0.2.1}]}]
+  map-servers: [{address: 127.0.0.1, secret: s}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestTunnelErrors(t *testing.T) {
+	_, err := Parse([]byte(`
+roles: [xtr]
+dataplane: {rloc-interfaces: [eth0, eth0], miss: queue, instance-id: 16777216}
+map-cache: {map-resolvers: [resolver], request-timeout: -1s, max-entries: -1, probe-interval: 1ms, probe-misses: -2}
+xtr:
+  xtr-id: abc
+  register-interval: 10ms
+  database-mappings:
+    - eid-prefix: 10.1.0.0/16
+      ttl: 90s
+      locators: [{address: 192.0.2.1, elp: [192.0.2.2, 192.0.2.3]}, {elp: [192.0.2.2]}, {address: nowhere}, {}]
+    - eid-prefix: 10.1.0.0/16
+      locators: [{elp: [192.0.2.2, banana]}]
+  map-servers: [{address: 192.0.2.1, algorithm: md5}]
+`))
+	if err == nil {
+		t.Fatal("invalid configuration accepted")
+	}
+	want := []string{
+		"dataplane.eid-interfaces: missing",
+		"dataplane.rloc-interfaces[1]: eth0 is already dataplane.rloc-interfaces[0]",
+		"dataplane.instance-id: 16777216 exceeds the 24 bits",
+		`dataplane.miss: "queue" is not one of [drop native-forward]`,
+		`map-cache.map-resolvers[0]: "resolver" is not an IP address`,
+		"map-cache.request-timeout: must be positive",
+		"map-cache.max-entries: -1 is not between 1 and",
+		"map-cache.probe-interval: must be 0 (off) or at least 10ms",
+		"map-cache.probe-misses: must be at least 1",
+		"xtr.database-mappings[0].ttl: 1m30s is not a whole number of minutes",
+		"xtr.database-mappings[0].locators[0]: address and elp both set",
+		"xtr.database-mappings[0].locators[1].elp: an ELP has at least two hops",
+		`xtr.database-mappings[0].locators[2].address: "nowhere" is not an IP address`,
+		"xtr.database-mappings[0].locators[3]: missing: give an address or an elp",
+		"xtr.database-mappings[1].eid-prefix: 10.1.0.0/16 is already xtr.database-mappings[0]",
+		`xtr.database-mappings[1].locators[0].elp[1].address: "banana" is not an IP address`,
+		`xtr.map-servers[0].algorithm: "md5" is not hmac-sha256 or hmac-sha1`,
+		"xtr.map-servers[0]: secret: missing",
+		"xtr.register-interval: must be at least 1s",
+		`xtr.xtr-id: "abc" is not 32 hex digits`,
+	}
+	text := err.Error()
+	for _, w := range want {
+		if !strings.Contains(text, w) {
+			t.Errorf("no error %q in:\n%s", w, text)
+		}
+	}
+	if n := len(err.(Errors)); n != len(want) {
+		t.Errorf("%d errors, want %d:\n%s", n, len(want), text)
+	}
+
+	for yaml, want := range map[string]string{
+		"roles: [rtr]\ndataplane: {rloc-interfaces: [eth0], eid-interfaces: [eth1]}\nmap-cache: {map-resolvers: [192.0.2.1]}\n":                "dataplane.eid-interfaces: only the xtr role has EID interfaces",
+		"roles: [rtr]\ndataplane: {rloc-interfaces: [eth0]}\nmap-cache: {map-resolvers: [192.0.2.1]}\nxtr: {}\n":                               "xtr: set, but the xtr role is not in roles",
+		"roles: [map-server]\nmap-server: {sites: [{name: a, keys: [{secret: s}], eid-prefixes: [{prefix: 10.0.0.0/8}]}]}\nmap-cache: {}\n":    "map-cache: set, but neither the xtr nor the rtr role is in roles",
+		"roles: [xtr]\ndataplane: {eid-interfaces: [e1], rloc-interfaces: [e0]}\nmap-cache: {map-resolvers: [192.0.2.1]}\n":                    "xtr: missing",
+		"roles: [xtr]\ndataplane: {eid-interfaces: [e1], rloc-interfaces: [e0]}\nmap-cache: {map-resolvers: [192.0.2.1]}\nxtr: {site-id: 3}\n": "xtr.site-id: set without xtr-id",
+	} {
+		if _, err := Parse([]byte(yaml)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: error %v, want %q", yaml, err, want)
+		}
+	}
+}
