@@ -1,6 +1,8 @@
 // Package control holds what the control-plane roles of lispd share: the
-// outbox their handlers fill with datagrams to send. The roles themselves
-// are its subpackages (mapserver, resolver, and later xtr and rtr).
+// outbox their handlers fill with datagrams to send, the sender their
+// timers send with, nonces and the reading of EIDs and ITR-RLOCs. The
+// roles themselves are its subpackages: mapserver and resolver (the
+// mapping system), xtr, mapcache and probe (the tunnel routers).
 package control
 
 import (
