@@ -1,0 +1,214 @@
+package mapcache
+
+import (
+	"container/heap"
+	"net/netip"
+	"time"
+
+	"github.com/amptcp/amptcp/dataplane"
+	"github.com/amptcp/amptcp/mapping"
+)
+
+// entry is a map-cache entry: what the data plane holds for key, and
+// where it came from.
+type entry struct {
+	key    mapping.EID
+	action dataplane.Action
+	paths  []path
+	up     []bool // each path's Up as last installed
+	// local marks the site's own EID-prefixes, which never expire and
+	// which Map-Replies do not replace.
+	local     bool
+	source    netip.AddrPort // who sent the Map-Reply
+	installed time.Time
+	expires   time.Time
+	lastSMR   time.Time
+	index     int // in the expiry heap, -1 when not in it
+}
+
+// dataplaneEntry is what the data plane gets for e, with each path's Up
+// from its R bit and the reachability of its hops. It records those in
+// e.up, to tell later which probe results change it.
+func (c *Cache) dataplaneEntry(e *entry) dataplane.Entry {
+	de := dataplane.Entry{Action: e.action}
+	e.up = e.up[:0]
+	for _, p := range e.paths {
+		up := p.up(c.reachable)
+		de.Paths = append(de.Paths, dataplane.Path{Hops: p.hops, Priority: p.priority, Weight: p.weight, Up: up})
+		e.up = append(e.up, up)
+	}
+	return de
+}
+
+// put installs e in the data plane and the cache, replacing the entry of
+// the same key, and evicting the entry closest to expiry when the cache is
+// full. The caller holds the lock.
+func (c *Cache) put(e *entry) error {
+	old, exists := c.entries.Get(e.key)
+	if !exists && c.entries.Len() >= c.maxEntries {
+		if len(c.expiry) == 0 { // full of local prefixes: nothing may go
+			c.counter.full.Add(1)
+			return errFull
+		}
+		victim := c.expiry[0]
+		c.remove(victim)
+		c.counter.evicted.Add(1)
+	}
+	if err := c.fwd.Put(keyOf(e.key), c.dataplaneEntry(e)); err != nil {
+		c.counter.putErrors.Add(1)
+		c.log.Warn("data plane refused a map-cache entry", "eid", e.key, "error", err)
+		return err
+	}
+	e.index = -1
+	if exists {
+		e.lastSMR = old.lastSMR
+		c.expiry.stop(old)
+	}
+	c.entries.Insert(e.key, e)
+	if !e.local {
+		heap.Push(&c.expiry, e)
+	}
+	return nil
+}
+
+// remove deletes e from the data plane and the cache. The caller holds
+// the lock.
+func (c *Cache) remove(e *entry) {
+	if err := c.fwd.Delete(keyOf(e.key)); err != nil {
+		c.counter.deleteErrors.Add(1)
+		c.log.Warn("data plane did not delete a map-cache entry", "eid", e.key, "error", err)
+	}
+	c.expiry.stop(e)
+	c.entries.Delete(e.key)
+}
+
+// expire removes the entries whose TTL ran out. The caller holds the lock.
+func (c *Cache) expire(now time.Time) {
+	for len(c.expiry) > 0 && !c.expiry[0].expires.After(now) {
+		e := c.expiry[0]
+		c.remove(e)
+		c.counter.expired.Add(1)
+		c.log.Debug("expired", "eid", e.key)
+	}
+}
+
+// SetLocal installs the site's own EID-prefixes as natively-forward
+// entries, so that the ITR never encapsulates traffic that stays in the
+// site. They never expire and Map-Replies do not replace them.
+func (c *Cache) SetLocal(keys []dataplane.Key) error {
+	now := c.now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, k := range keys {
+		e := &entry{key: eidOf(k), action: dataplane.NativelyForward, local: true, installed: now}
+		if err := c.put(e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Locator is a locator address that entries use, with the EID-prefix of
+// one of them: RLOC probes ask about it.
+type Locator struct {
+	Addr netip.Addr
+	EID  mapping.EID
+}
+
+// Locators lists the distinct addresses the entries' paths go through:
+// plain RLOCs and every probed hop of every ELP.
+func (c *Cache) Locators() []Locator {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	seen := map[netip.Addr]bool{}
+	var locs []Locator
+	for key, e := range c.entries.All() {
+		for _, p := range e.paths {
+			for _, h := range p.hops {
+				if probed(h) && !seen[h.Addr] {
+					seen[h.Addr] = true
+					locs = append(locs, Locator{Addr: h.Addr, EID: key})
+				}
+			}
+		}
+	}
+	return locs
+}
+
+// LocatorChanged re-installs the entries with a path through addr whose
+// Up changed since they were installed: what RLOC probing learnt moves
+// traffic away from a failed locator and back. It returns how many
+// entries it re-installed.
+func (c *Cache) LocatorChanged(addr netip.Addr) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for key, e := range c.entries.All() {
+		if !e.uses(addr) || !c.changed(e) {
+			continue
+		}
+		if err := c.fwd.Put(keyOf(key), c.dataplaneEntry(e)); err != nil {
+			c.counter.putErrors.Add(1)
+			c.log.Warn("data plane refused a map-cache entry", "eid", key, "error", err)
+			continue
+		}
+		n++
+		c.counter.reinstalled.Add(1)
+	}
+	if n > 0 {
+		c.log.Info("locator reachability changed", "rloc", addr, "up", c.reachable(addr), "entries", n)
+	}
+	return n
+}
+
+func (e *entry) uses(addr netip.Addr) bool {
+	for _, p := range e.paths {
+		for _, h := range p.hops {
+			if h.Addr == addr {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// changed reports whether a path of e is up now where it was not when e
+// was installed, or the other way round.
+func (c *Cache) changed(e *entry) bool {
+	for i, p := range e.paths {
+		if p.up(c.reachable) != e.up[i] {
+			return true
+		}
+	}
+	return false
+}
+
+// expiryHeap orders the entries that expire by when.
+type expiryHeap []*entry
+
+// stop takes e out of the heap, if it is in it.
+func (h *expiryHeap) stop(e *entry) {
+	if e.index >= 0 {
+		heap.Remove(h, e.index)
+	}
+}
+
+func (h expiryHeap) Len() int           { return len(h) }
+func (h expiryHeap) Less(i, j int) bool { return h[i].expires.Before(h[j].expires) }
+func (h expiryHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].index, h[j].index = i, j
+}
+func (h *expiryHeap) Push(x any) {
+	e := x.(*entry)
+	e.index = len(*h)
+	*h = append(*h, e)
+}
+func (h *expiryHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	old[len(old)-1] = nil
+	e.index = -1
+	*h = old[:len(old)-1]
+	return e
+}

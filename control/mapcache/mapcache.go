@@ -1,0 +1,191 @@
+// Package mapcache is the map-cache of lispd's tunnel routers, ITRs and
+// RTRs (RFC 9301 §8.1, RFC 9300 §12): it resolves the EIDs that the data
+// plane has packets for and no entry, by Encapsulated Map-Requests to the
+// map-resolvers; installs the mappings of the Map-Replies in the data plane
+// as paths (a plain RLOC is a path of one hop, an Explicit Locator Path
+// one of several); expires them when their TTL runs out; refreshes them
+// when a Solicit-Map-Request says they changed; and re-installs them when
+// RLOC probing finds one of their locators down or up again.
+//
+// The data plane is a Forwarder: the eBPF maps in lispd, a fake in tests.
+// Everything is sent through a control.Sender, from port 4342.
+package mapcache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/amptcp/amptcp/config"
+	"github.com/amptcp/amptcp/control"
+	"github.com/amptcp/amptcp/dataplane"
+	"github.com/amptcp/amptcp/mapping"
+)
+
+// Forwarder is where map-cache entries go: the data plane.
+type Forwarder interface {
+	Put(dataplane.Key, dataplane.Entry) error
+	Delete(dataplane.Key) error
+}
+
+// Options are what the map-cache takes from outside its configuration.
+type Options struct {
+	Forwarder Forwarder
+	Sender    control.Sender
+	// LocalRLOCs are the router's RLOCs: the ITR-RLOCs of its
+	// Map-Requests, where the replies come back.
+	LocalRLOCs func() []netip.Addr
+	// Reachable says whether RLOC probing considers a locator up; nil
+	// means every locator is. A path is up when its locator's R bit is set
+	// and every hop of it is reachable: a packet sent along an ELP needs
+	// every RTR on the way, so one hop down takes the whole path down.
+	Reachable func(netip.Addr) bool
+	// RTT gives a locator's smoothed round-trip time, for the status.
+	RTT func(netip.Addr) (time.Duration, bool)
+	Log *slog.Logger
+}
+
+// Cache is the map-cache. Its methods are safe for concurrent use.
+type Cache struct {
+	log        *slog.Logger
+	now        func() time.Time
+	fwd        Forwarder
+	send       control.Sender
+	localRLOCs func() []netip.Addr
+	reachable  func(netip.Addr) bool
+	rtt        func(netip.Addr) (time.Duration, bool)
+
+	resolvers  []netip.AddrPort
+	timeout    time.Duration
+	tries      int // per request: the first and the retries
+	maxEntries int
+
+	mu        sync.Mutex
+	entries   *mapping.Table[*entry]
+	expiry    expiryHeap
+	pending   map[mapping.EID]*request
+	nonces    map[uint64]*request
+	preferred int // the map-resolver that answered last, asked first
+	counter   counters
+}
+
+// New returns the map-cache of a validated configuration.
+func New(cfg *config.MapCache, opts Options) (*Cache, error) {
+	if opts.Forwarder == nil || opts.Sender == nil || opts.LocalRLOCs == nil {
+		return nil, errors.New("map-cache: a forwarder, a sender and local RLOCs are required")
+	}
+	c := &Cache{
+		log:        opts.Log,
+		now:        time.Now,
+		fwd:        opts.Forwarder,
+		send:       opts.Sender,
+		localRLOCs: opts.LocalRLOCs,
+		reachable:  opts.Reachable,
+		rtt:        opts.RTT,
+		timeout:    cfg.RequestTimeout.Duration,
+		tries:      1 + cfg.RequestRetries,
+		maxEntries: cfg.MaxEntries,
+		entries:    mapping.NewTable[*entry](),
+		pending:    map[mapping.EID]*request{},
+		nonces:     map[uint64]*request{},
+	}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	c.log = c.log.With("component", "map-cache")
+	if c.reachable == nil {
+		c.reachable = func(netip.Addr) bool { return true }
+	}
+	for _, s := range cfg.MapResolvers {
+		ap, err := config.ListenAddr(s)
+		if err != nil {
+			return nil, fmt.Errorf("map-cache: map-resolver: %w", err)
+		}
+		c.resolvers = append(c.resolvers, ap)
+	}
+	if len(c.resolvers) == 0 {
+		return nil, errors.New("map-cache: no map-resolver")
+	}
+	return c, nil
+}
+
+// SetClock replaces time.Now, for tests of timeouts and expiry.
+func (c *Cache) SetClock(now func() time.Time) { c.now = now }
+
+// Run resolves the misses the data plane reports, retries the requests
+// that time out and expires entries, until ctx is done.
+func (c *Cache) Run(ctx context.Context, misses <-chan dataplane.Miss) {
+	t := time.NewTicker(tickEvery(c.timeout))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case m, ok := <-misses:
+			if !ok {
+				misses = nil // the data plane closed: keep serving replies and timers
+				continue
+			}
+			c.Miss(m)
+		case <-t.C:
+			c.Tick()
+		}
+	}
+}
+
+// tickEvery is how often timers are checked: a quarter of the request
+// timeout, so a retry leaves at most 25% late, and at most every 100ms
+// (TTLs are minutes).
+func tickEvery(timeout time.Duration) time.Duration {
+	return min(max(timeout/4, time.Millisecond), 100*time.Millisecond)
+}
+
+// Tick retries the Map-Requests whose reply is late, gives up on those
+// that had all their tries, and expires entries whose TTL ran out.
+func (c *Cache) Tick() {
+	now := c.now()
+	var out []datagram
+	c.mu.Lock()
+	for _, r := range c.pending {
+		if now.Before(r.deadline) {
+			continue
+		}
+		if len(r.tries) >= c.tries {
+			c.finish(r)
+			c.counter.failed.Add(1)
+			c.log.Debug("no Map-Reply", "eid", r.eid, "tries", len(r.tries))
+			continue
+		}
+		if dg, ok := c.try(r, now); ok {
+			out = append(out, dg)
+			c.counter.retried.Add(1)
+		}
+	}
+	c.expire(now)
+	c.mu.Unlock()
+	c.transmit(out)
+}
+
+// datagram is a message to send once the lock is released.
+type datagram struct {
+	dst netip.AddrPort
+	b   []byte
+}
+
+func (c *Cache) transmit(out []datagram) {
+	for _, dg := range out {
+		if err := c.send.Send(dg.dst, dg.b); err != nil {
+			c.counter.sendErrors.Add(1)
+			c.log.Debug("send", "to", dg.dst, "error", err)
+		}
+	}
+}
+
+// keyOf and eidOf convert between the data plane's keys and the mapping
+// package's EIDs, which are the same pair.
+func keyOf(e mapping.EID) dataplane.Key { return dataplane.Key{InstanceID: e.IID, Prefix: e.Prefix} }
+func eidOf(k dataplane.Key) mapping.EID { return mapping.NewEID(k.InstanceID, k.Prefix) }

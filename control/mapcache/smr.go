@@ -1,0 +1,52 @@
+package mapcache
+
+import (
+	"net/netip"
+	"time"
+
+	"github.com/amptcp/amptcp/control"
+	"github.com/amptcp/amptcp/lisp"
+)
+
+// smrInterval is how often one entry may be refreshed on SMRs: an ETR
+// sends them to every ITR it knows, possibly repeatedly, and anyone can
+// send one, so each costs at most one Map-Request per entry and second.
+const smrInterval = time.Second
+
+// HandleSMR takes a Solicit-Map-Request (RFC 9301 §6.1): an ETR says the
+// mapping of its site changed. If an entry covers the EID whose mapping
+// changed (the request's source EID, or its first record's EID for
+// senders that leave the source EID out), a Map-Request with the
+// SMR-invoked bit goes through the map-resolvers, not to the sender, so
+// that a forged SMR can only cause a refresh; its reply replaces the entry.
+func (c *Cache) HandleSMR(req *lisp.MapRequest, src netip.AddrPort) {
+	c.counter.smrs.Add(1)
+	iid, eid, ok := control.EIDOf(req.SourceEID)
+	if !ok && len(req.Records) > 0 {
+		iid, eid, ok = control.EIDOf(req.Records[0].EID)
+	}
+	if !ok {
+		c.counter.smrIgnored.Add(1)
+		return
+	}
+	now := c.now()
+	c.mu.Lock()
+	e, found := c.entries.Lookup(iid, eid.Unmap())
+	if !found || e.local {
+		c.mu.Unlock()
+		c.counter.smrIgnored.Add(1)
+		return
+	}
+	if now.Sub(e.lastSMR) < smrInterval {
+		c.mu.Unlock()
+		c.counter.smrLimited.Add(1)
+		return
+	}
+	e.lastSMR = now
+	dg, sent := c.request(e.key, true, now)
+	c.mu.Unlock()
+	c.log.Debug("SMR", "from", src, "eid", e.key)
+	if sent {
+		c.transmit([]datagram{dg})
+	}
+}
