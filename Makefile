@@ -5,7 +5,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/amptcp/amptcp/internal/buildinfo.Version=$(VERSION)
 FUZZTIME ?= 1m
 
-.PHONY: help build test deps lint unit fuzz-smoke fuzz bench clean
+.PHONY: help build test deps generate lint unit fuzz-smoke fuzz bench clean
 
 help: ## list the targets
 	@awk -F':.*## ' '/^[a-z-]+:.*## /{printf "  %-11s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -18,7 +18,12 @@ test: deps lint unit fuzz-smoke ## install what is missing, lint, run every test
 deps: ## install the Debian packages and Go tools that are missing (idempotent)
 	@scripts/deps.sh
 
-lint: ## gofmt, go vet and staticcheck
+generate: ## rebuild the eBPF objects (dataplane/lisp_bpfel.*) from dataplane/bpf/
+	$(GO) generate ./dataplane
+
+lint: ## gofmt, go vet, staticcheck, and eBPF objects that match their C
+	@$(GO) generate ./dataplane && git diff --quiet -- dataplane/lisp_bpfel.go dataplane/lisp_bpfel.o || \
+	  { echo "the committed eBPF objects do not match dataplane/bpf/: run make generate and commit them"; exit 1; }
 	@out=$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go')); \
 	  if [[ -n $$out ]]; then echo "gofmt: these files need formatting:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...

@@ -3,6 +3,7 @@ module github.com/amptcp/amptcp
 go 1.26.0
 
 require (
+	github.com/cilium/ebpf v0.22.0
 	github.com/gaissmai/bart v0.30.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/vishvananda/netlink v1.3.1
@@ -23,3 +24,5 @@ require (
 	github.com/prometheus/procfs v0.22.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
+
+tool github.com/cilium/ebpf/cmd/bpf2go

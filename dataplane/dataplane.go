@@ -2,9 +2,17 @@ package dataplane
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
+	"net"
 	"net/netip"
+	"slices"
+	"sync"
 	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/ringbuf"
 
 	"github.com/amptcp/amptcp/config"
 )
@@ -12,46 +20,260 @@ import (
 // Options are what the data plane takes from outside its own section of
 // the configuration.
 type Options struct {
-	MapCacheEntries int           // map-cache.max-entries
-	MissInterval    time.Duration // map-cache.miss-interval
+	MapCacheEntries int           // map-cache.max-entries; 0: the default
+	MissInterval    time.Duration // map-cache.miss-interval; 0: the default
+	RTR             bool          // the rtr role runs: resolve EIDs packets transit for
 	Log             *slog.Logger
 }
 
 // Dataplane is the loaded and attached eBPF data plane. Its methods are
 // safe for concurrent use.
 type Dataplane struct {
-	// filled in by the implementation
+	cfg   *config.Dataplane
+	log   *slog.Logger
+	objs  lispObjects
+	links []link.Link
+	rlocs []netip.Addr
+
+	misses   chan Miss
+	reader   *ringbuf.Reader
+	stop     chan struct{}
+	wg       sync.WaitGroup
+	closeErr error
+	once     sync.Once
 }
-
-// Counters are the data plane's packet counters by name
-// ("itr_encapsulated", "etr_decapsulated", "rtr_reencapsulated",
-// "itr_miss_dropped", ...), summed over CPUs.
-type Counters map[string]uint64
-
-var errNotYet = errors.New("dataplane: not implemented yet")
 
 // New loads the programs and maps, attaches the ITR to cfg's EID
 // interfaces and the ETR/RTR to its RLOC interfaces. Close detaches them.
-func New(cfg *config.Dataplane, opts Options) (*Dataplane, error) { return nil, errNotYet }
+// It needs CAP_BPF and CAP_NET_ADMIN.
+func New(cfg *config.Dataplane, opts Options) (*Dataplane, error) {
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	eids, err := interfaces("dataplane.eid-interfaces", cfg.EIDInterfaces)
+	if err != nil {
+		return nil, err
+	}
+	underlay, err := interfaces("dataplane.rloc-interfaces", cfg.RLOCInterfaces)
+	if err != nil {
+		return nil, err
+	}
+	d := &Dataplane{cfg: cfg, log: opts.Log, misses: make(chan Miss, 1024), stop: make(chan struct{})}
+	if err := d.load(cfg, opts); err != nil {
+		return nil, err
+	}
+	if err := d.setRLOCs(underlay); err != nil {
+		d.Close()
+		return nil, err
+	}
+	for _, ifc := range eids {
+		if err := d.attach(ifc, d.objs.Itr); err != nil {
+			d.Close()
+			return nil, err
+		}
+	}
+	for _, ifc := range underlay {
+		if err := d.attach(ifc, d.objs.Underlay); err != nil {
+			d.Close()
+			return nil, err
+		}
+	}
+	if d.reader, err = ringbuf.NewReader(d.objs.Misses); err != nil {
+		d.Close()
+		return nil, fmt.Errorf("dataplane: read misses: %w", err)
+	}
+	d.wg.Go(d.readMisses)
+	d.wg.Go(func() { d.sweepEvery(cfg.SubflowIdleTimeout.Duration) })
+	d.log.Info("data plane attached", "eid_interfaces", cfg.EIDInterfaces, "rloc_interfaces", cfg.RLOCInterfaces,
+		"rlocs", d.rlocs)
+	return d, nil
+}
+
+// interfaces looks the named interfaces up, naming the field of a
+// missing one.
+func interfaces(field string, names []string) ([]*net.Interface, error) {
+	var ifcs []*net.Interface
+	for i, name := range names {
+		ifc, err := net.InterfaceByName(name)
+		if err != nil {
+			return nil, fmt.Errorf("%s[%d]: %s: no such interface", field, i, name)
+		}
+		ifcs = append(ifcs, ifc)
+	}
+	return ifcs, nil
+}
+
+// load sets the programs' settings and the maps' sizes, and loads them
+// into the kernel.
+func (d *Dataplane) load(cfg *config.Dataplane, opts Options) error {
+	spec, err := loadLisp()
+	if err != nil {
+		return fmt.Errorf("dataplane: %w", err)
+	}
+	miss := opts.MissInterval
+	if miss <= 0 {
+		miss = config.DefaultMissInterval
+	}
+	settings := map[string]any{
+		"cfg_iid":              cfg.InstanceID,
+		"cfg_port_sum":         flag(cfg.PathSelection == "port-sum"),
+		"cfg_bind_subflows":    flag(cfg.MPTCPSubflows != "off"),
+		"cfg_previous_hop":     flag(cfg.PathID == "previous-hop"),
+		"cfg_miss_native":      flag(cfg.Miss == "native-forward"),
+		"cfg_clamp_mss":        flag(cfg.ClampMSS == nil || *cfg.ClampMSS),
+		"cfg_rtr":              flag(opts.RTR),
+		"cfg_miss_interval_ns": uint64(miss),
+	}
+	for name, v := range settings {
+		if err := spec.Variables[name].Set(v); err != nil {
+			return fmt.Errorf("dataplane: set %s: %w", name, err)
+		}
+	}
+	if n := opts.MapCacheEntries; n > 0 {
+		spec.Maps["mapcache4"].MaxEntries = uint32(n)
+		spec.Maps["mapcache6"].MaxEntries = uint32(n)
+	}
+	if err := spec.LoadAndAssign(&d.objs, nil); err != nil {
+		var ve *ebpf.VerifierError
+		if errors.As(err, &ve) {
+			return fmt.Errorf("dataplane: the kernel refused the programs: %+v", ve)
+		}
+		return fmt.Errorf("dataplane: load the programs: %w", err)
+	}
+	return nil
+}
+
+func flag(b bool) uint8 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// setRLOCs makes the addresses of the RLOC interfaces our RLOCs (the ETR
+// takes packets for them) and the source addresses of what leaves by
+// each interface.
+func (d *Dataplane) setRLOCs(underlay []*net.Interface) error {
+	for _, ifc := range underlay {
+		addrs, err := ifc.Addrs()
+		if err != nil {
+			return fmt.Errorf("dataplane: addresses of %s: %w", ifc.Name, err)
+		}
+		eg := lispEgress{Mtu: uint16(min(ifc.MTU, 0xffff))}
+		for _, a := range addrs {
+			ipn, ok := a.(*net.IPNet)
+			if !ok {
+				continue
+			}
+			ip, _ := netip.AddrFromSlice(ipn.IP)
+			ip = ip.Unmap()
+			if !ip.IsGlobalUnicast() {
+				continue // link-local addresses are no RLOCs
+			}
+			d.rlocs = append(d.rlocs, ip)
+			key := lispRlocKey{Family: family(ip), Addr: addrWords(ip)}
+			idx := uint32(ifc.Index)
+			if err := d.objs.Rlocs.Update(&key, &idx, ebpf.UpdateAny); err != nil {
+				return fmt.Errorf("dataplane: add RLOC %s: %w", ip, err)
+			}
+			switch {
+			case ip.Is4() && eg.Has4 == 0:
+				eg.Src4, eg.Has4 = addrWords(ip).A[0], 1
+			case ip.Is6() && eg.Has6 == 0:
+				eg.Src6, eg.Has6 = addrWords(ip), 1
+			}
+		}
+		if eg.Has4 == 0 && eg.Has6 == 0 {
+			return fmt.Errorf("dataplane: RLOC interface %s has no global address", ifc.Name)
+		}
+		idx := uint32(ifc.Index)
+		if err := d.objs.EgressIfs.Update(&idx, &eg, ebpf.UpdateAny); err != nil {
+			return fmt.Errorf("dataplane: egress %s: %w", ifc.Name, err)
+		}
+	}
+	return nil
+}
+
+// attach puts prog on the interface's tc ingress with TCX (Linux 6.6).
+func (d *Dataplane) attach(ifc *net.Interface, prog *ebpf.Program) error {
+	l, err := link.AttachTCX(link.TCXOptions{Interface: ifc.Index, Program: prog, Attach: ebpf.AttachTCXIngress})
+	if err != nil {
+		return fmt.Errorf("dataplane: attach to %s (tcx needs Linux 6.6 or later): %w", ifc.Name, err)
+	}
+	d.links = append(d.links, l)
+	return nil
+}
 
 // Put installs or replaces a map-cache entry.
-func (d *Dataplane) Put(k Key, e Entry) error { return errNotYet }
+func (d *Dataplane) Put(k Key, e Entry) error {
+	v, err := d.entry(e)
+	if err != nil {
+		return fmt.Errorf("dataplane: %s in instance %d: %w", k.Prefix, k.InstanceID, err)
+	}
+	if k.Prefix.Addr().Is4() {
+		return d.objs.Mapcache4.Update(key4(k), v, ebpf.UpdateAny)
+	}
+	return d.objs.Mapcache6.Update(key6(k), v, ebpf.UpdateAny)
+}
 
 // Delete removes a map-cache entry; removing an absent one is no error.
-func (d *Dataplane) Delete(k Key) error { return errNotYet }
+func (d *Dataplane) Delete(k Key) error {
+	var err error
+	if k.Prefix.Addr().Is4() {
+		err = d.objs.Mapcache4.Delete(key4(k))
+	} else {
+		err = d.objs.Mapcache6.Delete(key6(k))
+	}
+	if errors.Is(err, ebpf.ErrKeyNotExist) {
+		return nil
+	}
+	return err
+}
 
 // Misses delivers the EIDs packets found no entry for, at most one per
 // EID per MissInterval. It is closed by Close.
-func (d *Dataplane) Misses() <-chan Miss { return nil }
+func (d *Dataplane) Misses() <-chan Miss { return d.misses }
 
 // LocalRLOCs are the addresses of the RLOC interfaces.
-func (d *Dataplane) LocalRLOCs() []netip.Addr { return nil }
-
-// Subflows lists the MPTCP subflows bound to paths.
-func (d *Dataplane) Subflows() ([]Subflow, error) { return nil, errNotYet }
-
-// Counters reads the packet counters.
-func (d *Dataplane) Counters() (Counters, error) { return nil, errNotYet }
+func (d *Dataplane) LocalRLOCs() []netip.Addr { return slices.Clone(d.rlocs) }
 
 // Close detaches the programs and frees the maps.
-func (d *Dataplane) Close() error { return nil }
+func (d *Dataplane) Close() error {
+	d.once.Do(func() {
+		close(d.stop)
+		if d.reader != nil {
+			d.reader.Close()
+		}
+		d.wg.Wait()
+		close(d.misses)
+		var errs []error
+		for _, l := range d.links {
+			errs = append(errs, l.Close())
+		}
+		errs = append(errs, d.objs.Close())
+		d.closeErr = errors.Join(errs...)
+	})
+	return d.closeErr
+}
+
+// readMisses passes the ring buffer's misses on, dropping them when the
+// control plane lags: the data plane reports them again.
+func (d *Dataplane) readMisses() {
+	for {
+		rec, err := d.reader.Read()
+		if err != nil {
+			if !errors.Is(err, ringbuf.ErrClosed) {
+				d.log.Warn("read misses", "error", err)
+			}
+			return
+		}
+		m, ok := decodeMiss(rec.RawSample)
+		if !ok {
+			continue
+		}
+		select {
+		case d.misses <- m:
+		default:
+		}
+	}
+}

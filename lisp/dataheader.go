@@ -119,6 +119,24 @@ func (h *DataHeader) AppendBinary(b []byte) ([]byte, error) {
 	return binary.BigEndian.AppendUint32(b, w1), nil
 }
 
+// PathID is amptcp's path identifier (papers/000 §III.B.1): with the L
+// bit clear the Locator-Status-Bits are not in use (RFC 9300 §5.3), and
+// amptcp's ITRs write into their low 8 bits the number of the ELP a packet
+// follows, its index in the Map-Reply plus one, for the RTRs on its way
+// (docs/routers.md). 0 is none.
+func (h *DataHeader) PathID() uint8 {
+	if h.LSBsEnabled {
+		return 0
+	}
+	return uint8(h.LSBs)
+}
+
+// SetPathID writes id as PathID reads it, clearing the L bit.
+func (h *DataHeader) SetPathID(id uint8) {
+	h.LSBsEnabled = false
+	h.LSBs = h.LSBs&^0xff | uint32(id)
+}
+
 // check refuses fields that do not fit; its errors are constants so that
 // encoding allocates nothing.
 func (h *DataHeader) check() error {
@@ -167,6 +185,8 @@ func (h *DataHeader) String() string {
 	}
 	if h.LSBsEnabled {
 		s += fmt.Sprintf(" lsbs %#x", h.LSBs)
+	} else if id := h.PathID(); id != 0 {
+		s += fmt.Sprintf(" path %d", id)
 	}
 	if h.KeyID != 0 {
 		s += fmt.Sprintf(" key %d", h.KeyID)

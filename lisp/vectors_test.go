@@ -248,6 +248,10 @@ var addressVectors = map[string]lisp.Address{
 }
 
 var dataVectors = map[string]lisp.DataHeader{
+	"data-path-id": {
+		NoncePresent: true, IIDPresent: true,
+		Nonce: 0x123456, InstanceID: 1000, LSBs: 2,
+	},
 	"data-nonce-iid": {
 		NoncePresent: true, LSBsEnabled: true, IIDPresent: true,
 		Nonce: 0xabcdef, InstanceID: 1000, LSBs: 3,
@@ -383,6 +387,22 @@ func TestAddressVectors(t *testing.T) {
 				t.Errorf("Len() = %d, want %d", want.Len(), len(wire))
 			}
 		})
+	}
+}
+
+// The path ID rides in the LSB field while the L bit is clear, and never
+// when it is set.
+func TestDataHeaderPathID(t *testing.T) {
+	h := dataVectors["data-path-id"]
+	if h.PathID() != 2 {
+		t.Errorf("PathID() = %d, want 2", h.PathID())
+	}
+	h.SetPathID(7)
+	if h.PathID() != 7 || h.InstanceID != 1000 || h.String() != "data nonce 0x123456 iid 1000 path 7" {
+		t.Errorf("after SetPathID(7): %+v, %q", h, h.String())
+	}
+	if lsbs := dataVectors["data-nonce-iid"]; lsbs.PathID() != 0 {
+		t.Errorf("with L set, PathID() = %d, want 0", lsbs.PathID())
 	}
 }
 

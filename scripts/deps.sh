@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 
 packages=(
 	tshark     # interop checks of the LISP codec
-	clang llvm libbpf-dev # eBPF programs
+	clang llvm libbpf-dev linux-libc-dev # eBPF programs
 	iperf3     # throughput references
 	iproute2   # namespaces and links in tests
 )

@@ -1,0 +1,474 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/* The LISP data plane (RFC 9300) on tc ingress:
+ *
+ *   itr       on the EID interfaces: look the destination EID up in the
+ *             map-cache, pick a path, clamp the MSS of SYNs, encapsulate,
+ *             and send the packet out of the RLOC interface towards the
+ *             path's first hop.
+ *   underlay  on the RLOC interfaces: take UDP 4341 packets addressed to
+ *             one of our RLOCs; re-encapsulate towards the next hop when
+ *             we are an RTR on the packet's ELP, else decapsulate and hand
+ *             the inner packet to the kernel (ETR).
+ *
+ * Everything a packet needs is decided before bpf_skb_adjust_room: after
+ * it the packet carries our RLOC and must be redirected. */
+
+#include "common.h"
+#include "maps.h"
+#include "parse.h"
+#include "paths.h"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+/* Flags of bpf_skb_adjust_room that set skb->protocol to the inner
+ * family on decapsulation (Linux 6.3), newer than Debian 12's headers. */
+#ifndef BPF_F_ADJ_ROOM_DECAP_L3_IPV4
+#define BPF_F_ADJ_ROOM_DECAP_L3_IPV4 (1ULL << 7)
+#define BPF_F_ADJ_ROOM_DECAP_L3_IPV6 (1ULL << 8)
+#endif
+
+#define LISP_N 0x80
+#define LISP_L 0x40
+#define LISP_I 0x08
+
+struct lisphdr {
+	__u8 flags;
+	__u8 nonce[3];
+	__u32 word2; /* instance ID << 8 | low byte, network order */
+};
+
+static __always_inline __u32 eth_proto_of(__u8 family)
+{
+	return family == AF_INET ? bpf_htons(ETH_P_IP) : bpf_htons(ETH_P_IPV6);
+}
+
+static __always_inline struct mc_entry *lookup(__u32 iid, const struct pkt *p)
+{
+	if (p->family == AF_INET) {
+		struct mc_key4 k = {.prefixlen = 64, .iid = bpf_htonl(iid), .addr = p->dst.a[0]};
+		return bpf_map_lookup_elem(&mapcache4, &k);
+	}
+	struct mc_key6 k = {.prefixlen = 160, .iid = bpf_htonl(iid)};
+	__builtin_memcpy(k.addr, &p->dst, 16);
+	return bpf_map_lookup_elem(&mapcache6, &k);
+}
+
+/* report_miss tells the Go side about an EID without an entry, at most
+ * once per miss interval. */
+static __always_inline void report_miss(__u32 iid, const struct pkt *p)
+{
+	struct miss m = {.iid = iid, .family = p->family, .eid = p->dst};
+	__u64 now = bpf_ktime_get_ns();
+	__u64 *last = bpf_map_lookup_elem(&miss_seen, &m);
+	if (last && now - *last < cfg_miss_interval_ns)
+		return;
+	bpf_map_update_elem(&miss_seen, &m, &now, BPF_ANY);
+	if (bpf_ringbuf_output(&misses, &m, sizeof(m), 0))
+		count(C_ITR_MISS_LOST);
+	else
+		count(C_ITR_MISS_REPORTED);
+}
+
+/* route finds the interface and next hop towards an RLOC, as the kernel
+ * would forward a packet that came in on skb's interface. */
+static __always_inline long route(struct __sk_buff *skb, __u8 family, const struct addr *dst,
+				  struct bpf_fib_lookup *fib)
+{
+	__builtin_memset(fib, 0, sizeof(*fib));
+	fib->family = family;
+	fib->ifindex = skb->ifindex;
+	if (family == AF_INET)
+		fib->ipv4_dst = dst->a[0];
+	else
+		__builtin_memcpy(fib->ipv6_dst, dst, 16);
+	return bpf_fib_lookup(skb, fib, sizeof(*fib), 0);
+}
+
+/* transmit writes the Ethernet header for the next hop the route found and
+ * sends the packet out of its interface; when the neighbour is not
+ * resolved yet, the kernel resolves it. */
+static __always_inline int transmit(struct __sk_buff *skb, struct bpf_fib_lookup *fib, long rc, __u8 family)
+{
+	if (rc == BPF_FIB_LKUP_RET_NO_NEIGH) {
+		struct bpf_redir_neigh nh = {.nh_family = fib->family};
+		if (fib->family == AF_INET)
+			nh.ipv4_nh = fib->ipv4_dst;
+		else
+			__builtin_memcpy(nh.ipv6_nh, fib->ipv6_dst, 16);
+		__u16 proto = eth_proto_of(family);
+		bpf_skb_store_bytes(skb, offsetof(struct ethhdr, h_proto), &proto, 2, 0);
+		return bpf_redirect_neigh(fib->ifindex, &nh, sizeof(nh), 0);
+	}
+	struct ethhdr eth;
+	__builtin_memcpy(eth.h_dest, fib->dmac, ETH_ALEN);
+	__builtin_memcpy(eth.h_source, fib->smac, ETH_ALEN);
+	eth.h_proto = eth_proto_of(family);
+	if (bpf_skb_store_bytes(skb, 0, &eth, sizeof(eth), 0))
+		return TC_ACT_SHOT;
+	return bpf_redirect(fib->ifindex, 0);
+}
+
+static __always_inline __u16 csum_fold(__u32 sum)
+{
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	return ~sum;
+}
+
+/* The outer headers, written with one store. Their fields fall on natural
+ * alignments, so the structs have no padding. */
+struct outer4 {
+	struct iphdr ip;
+	struct udphdr udp;
+	struct lisphdr lisp;
+};
+_Static_assert(sizeof(struct outer4) == OVERHEAD4, "outer4 has padding");
+
+struct outer6 {
+	struct ipv6hdr ip;
+	struct udphdr udp;
+	struct lisphdr lisp;
+};
+_Static_assert(sizeof(struct outer6) == OVERHEAD6, "outer6 has padding");
+
+/* clamp_mss lowers the MSS option of a SYN so that a full segment still
+ * fits the RLOC interface's MTU once encapsulated. The ITR has parsed the
+ * options of SYNs into o. */
+static __always_inline void clamp_mss(struct __sk_buff *skb, const struct pkt *p, struct tcpopts *o,
+				      __u32 mtu, __u32 overhead)
+{
+	if (!cfg_clamp_mss || p->proto != IPPROTO_TCP || !(p->tcp_flags & TCP_SYN) || p->fragment || !o->mss)
+		return;
+	__u32 max = mtu - overhead - p->l3_len - sizeof(struct tcphdr);
+	if (o->mss <= max || max > 0xffff)
+		return;
+	__u16 old = bpf_htons(o->mss), new = bpf_htons(max);
+	__u32 off = p->l4_off + sizeof(struct tcphdr) + o->mss_off;
+	if (bpf_skb_store_bytes(skb, off, &new, 2, 0))
+		return;
+	bpf_l4_csum_replace(skb, p->l4_off + offsetof(struct tcphdr, check), old, new, 2);
+	o->mss = max;
+	count(C_ITR_MSS_CLAMPED);
+}
+
+/* Where the ITR sends a packet: the first hop of its path, and the path
+ * ID for the data header (0: none). */
+struct target {
+	struct addr dst;
+	__u8 family;
+	__u8 pid;
+	__u8 pad[2];
+};
+
+/* encapsulate wraps the packet for its target and sends it. Global, so
+ * that its stack frame is not added to the ITR's. */
+__noinline int encapsulate(struct __sk_buff *skb, const struct pkt *p, struct tcpopts *o, const struct target *t)
+{
+	if (!p || !o || !t)
+		return TC_ACT_SHOT;
+	__u8 family = t->family, pid = t->pid;
+	const struct addr *dst = &t->dst;
+	struct bpf_fib_lookup fib;
+	long rc = route(skb, family, dst, &fib);
+	if (rc != BPF_FIB_LKUP_RET_SUCCESS && rc != BPF_FIB_LKUP_RET_NO_NEIGH) {
+		count(C_ITR_NO_ROUTE);
+		return TC_ACT_SHOT;
+	}
+	__u32 oif = fib.ifindex;
+	struct egress *eg = bpf_map_lookup_elem(&egress_ifs, &oif);
+	if (!eg || (family == AF_INET ? !eg->has4 : !eg->has6)) {
+		count(C_ITR_NO_SOURCE);
+		return TC_ACT_SHOT;
+	}
+	__u32 overhead = family == AF_INET ? OVERHEAD4 : OVERHEAD6;
+	clamp_mss(skb, p, o, eg->mtu, overhead);
+	if (skb->gso_size == 0 && p->len + overhead > eg->mtu) {
+		count(C_ITR_TOO_BIG);
+		return TC_ACT_SHOT;
+	}
+
+	__u32 h = flow_hash(p);
+	struct lisphdr lh = {.flags = LISP_N};
+	__u32 nonce = bpf_get_prandom_u32();
+	lh.nonce[0] = nonce >> 16;
+	lh.nonce[1] = nonce >> 8;
+	lh.nonce[2] = nonce;
+	if (cfg_iid)
+		lh.flags |= LISP_I;
+	lh.word2 = bpf_htonl((cfg_iid << 8) | pid);
+
+	/* RFC 9300 §5.3: source port from a hash of the inner flow, for
+	 * ECMP in the underlay. */
+	__u16 sport = bpf_htons(0xc000 | (h & 0x3fff));
+	__u64 flags = BPF_F_ADJ_ROOM_ENCAP_L4_UDP | BPF_F_ADJ_ROOM_FIXED_GSO;
+	flags |= family == AF_INET ? BPF_F_ADJ_ROOM_ENCAP_L3_IPV4 : BPF_F_ADJ_ROOM_ENCAP_L3_IPV6;
+	if (bpf_skb_adjust_room(skb, overhead, BPF_ADJ_ROOM_MAC, flags)) {
+		count(C_ITR_ENCAP_FAILED);
+		return TC_ACT_SHOT;
+	}
+	__u32 len = skb->len - ETH_HLEN;
+	if (family == AF_INET) {
+		struct outer4 o4 = {};
+		o4.ip.version = 4;
+		o4.ip.ihl = 5;
+		o4.ip.tos = p->tos;
+		o4.ip.tot_len = bpf_htons(len);
+		o4.ip.frag_off = bpf_htons(IP_DF);
+		o4.ip.ttl = p->ttl;
+		o4.ip.protocol = IPPROTO_UDP;
+		o4.ip.saddr = eg->src4;
+		o4.ip.daddr = dst->a[0];
+		o4.ip.check = csum_fold(bpf_csum_diff(NULL, 0, (__be32 *)&o4.ip, sizeof(o4.ip), 0));
+		o4.udp.source = sport;
+		o4.udp.dest = bpf_htons(LISP_DATA_PORT);
+		o4.udp.len = bpf_htons(len - sizeof(struct iphdr));
+		o4.lisp = lh;
+		if (bpf_skb_store_bytes(skb, ETH_HLEN, &o4, sizeof(o4), 0))
+			return TC_ACT_SHOT;
+	} else {
+		struct outer6 o6 = {};
+		o6.ip.version = 6;
+		o6.ip.priority = p->tos >> 4;
+		o6.ip.flow_lbl[0] = (p->tos << 4) | ((h >> 16) & 0x0f);
+		o6.ip.flow_lbl[1] = h >> 8;
+		o6.ip.flow_lbl[2] = h;
+		o6.ip.payload_len = bpf_htons(len - sizeof(struct ipv6hdr));
+		o6.ip.nexthdr = IPPROTO_UDP;
+		o6.ip.hop_limit = p->ttl;
+		__builtin_memcpy(&o6.ip.saddr, &eg->src6, 16);
+		__builtin_memcpy(&o6.ip.daddr, dst, 16);
+		o6.udp.source = sport;
+		o6.udp.dest = bpf_htons(LISP_DATA_PORT);
+		o6.udp.len = o6.ip.payload_len;
+		/* A zero checksum, as RFC 6935 allows for tunnels. */
+		o6.lisp = lh;
+		if (bpf_skb_store_bytes(skb, ETH_HLEN, &o6, sizeof(o6), 0))
+			return TC_ACT_SHOT;
+	}
+	count(C_ITR_ENCAP);
+	return transmit(skb, &fib, rc, family);
+}
+
+/* link_scoped reports whether a destination is multicast, broadcast or
+ * link-local: traffic of the site's link, never sent into the overlay. */
+static __always_inline int link_scoped(const struct pkt *p)
+{
+	__u8 first = p->dst.a[0] & 0xff; /* the address's first byte */
+	if (p->family == AF_INET)
+		return first >= 224 || (p->dst.a[0] & 0xffff) == 0xfea9; /* 169.254/16 */
+	__u8 second = (p->dst.a[0] >> 8) & 0xff;
+	return first == 0xff || (first == 0xfe && (second & 0xc0) == 0x80);
+}
+
+SEC("tc")
+int itr(struct __sk_buff *skb)
+{
+	struct pkt p = {};
+	__u8 family = family_of(skb->protocol);
+	if (!family || parse_ip(skb, ETH_HLEN, family, &p)) {
+		count(C_ITR_NOT_IP);
+		return TC_ACT_OK;
+	}
+	if (link_scoped(&p)) {
+		count(C_ITR_LOCAL);
+		return TC_ACT_OK;
+	}
+
+	struct mc_entry *e = lookup(cfg_iid, &p);
+	if (!e) {
+		report_miss(cfg_iid, &p);
+		if (cfg_miss_native) {
+			count(C_ITR_MISS_NATIVE);
+			return TC_ACT_OK;
+		}
+		count(C_ITR_MISS_DROP);
+		return TC_ACT_SHOT;
+	}
+	switch (e->action) {
+	case ACT_ENCAP:
+		break;
+	case ACT_NATIVE:
+		count(C_ITR_NATIVE);
+		return TC_ACT_OK;
+	case ACT_SEND_MAP_REQUEST:
+		report_miss(cfg_iid, &p);
+		/* fall through */
+	default:
+		count(C_ITR_ACTION_DROP);
+		return TC_ACT_SHOT;
+	}
+
+	struct tcpopts o = {};
+	int i = itr_subflow(skb, &p, e, &o);
+	learn_tokens(&o);
+	if (i == NOT_A_SUBFLOW)
+		i = select_stateless(e, &p);
+	if (i < 0 || i >= MAX_PATHS) {
+		count(C_ITR_NO_PATH);
+		return TC_ACT_SHOT;
+	}
+	const struct path *pa = &e->paths[path_slot(i)];
+	count_path(&itr_paths, i, p.len);
+	if (cfg_clamp_mss && (p.tcp_flags & TCP_SYN) && p.proto == IPPROTO_TCP && !o.mss)
+		parse_tcp_options(skb, &p, &o);
+	struct target t = {.dst = pa->first, .family = pa->family};
+	if (!cfg_previous_hop && pa->n_hops > 1)
+		t.pid = i + 1;
+	return encapsulate(skb, &p, &o, &t);
+}
+
+/* reencapsulate rewrites the outer header in place to send the packet on
+ * to the next hop of its ELP. */
+__noinline int reencapsulate(struct __sk_buff *skb, __u32 family, const struct addr *next, __u32 pid, __u32 len)
+{
+	if (!next)
+		return TC_ACT_SHOT;
+	struct bpf_fib_lookup fib;
+	long rc = route(skb, family, next, &fib);
+	if (rc != BPF_FIB_LKUP_RET_SUCCESS && rc != BPF_FIB_LKUP_RET_NO_NEIGH) {
+		count(C_RTR_NO_ROUTE);
+		return TC_ACT_SHOT;
+	}
+	__u32 oif = fib.ifindex;
+	struct egress *eg = bpf_map_lookup_elem(&egress_ifs, &oif);
+	if (!eg || (family == AF_INET ? !eg->has4 : !eg->has6)) {
+		count(C_RTR_NO_ROUTE);
+		return TC_ACT_SHOT;
+	}
+	__u16 zero = 0;
+	if (family == AF_INET) {
+		struct iphdr ip;
+		if (bpf_skb_load_bytes(skb, ETH_HLEN, &ip, sizeof(ip)))
+			return TC_ACT_SHOT;
+		if (ip.ttl <= 1) {
+			count(C_RTR_TTL);
+			return TC_ACT_SHOT;
+		}
+		ip.ttl--;
+		ip.saddr = eg->src4;
+		ip.daddr = next->a[0];
+		ip.check = 0;
+		ip.check = csum_fold(bpf_csum_diff(NULL, 0, (__be32 *)&ip, sizeof(ip), 0));
+		if (bpf_skb_store_bytes(skb, ETH_HLEN, &ip, sizeof(ip), 0) ||
+		    bpf_skb_store_bytes(skb, ETH_HLEN + sizeof(ip) + offsetof(struct udphdr, check), &zero, 2, 0))
+			return TC_ACT_SHOT;
+	} else {
+		struct ipv6hdr ip6;
+		if (bpf_skb_load_bytes(skb, ETH_HLEN, &ip6, sizeof(ip6)))
+			return TC_ACT_SHOT;
+		if (ip6.hop_limit <= 1) {
+			count(C_RTR_TTL);
+			return TC_ACT_SHOT;
+		}
+		ip6.hop_limit--;
+		__builtin_memcpy(&ip6.saddr, &eg->src6, 16);
+		__builtin_memcpy(&ip6.daddr, next, 16);
+		if (bpf_skb_store_bytes(skb, ETH_HLEN, &ip6, sizeof(ip6), 0) ||
+		    bpf_skb_store_bytes(skb, ETH_HLEN + sizeof(ip6) + offsetof(struct udphdr, check), &zero, 2, 0))
+			return TC_ACT_SHOT;
+	}
+	count(C_RTR_REENCAP);
+	count_path(&rtr_paths, pid < MAX_PATHS ? pid : 0, len);
+	return transmit(skb, &fib, rc, family);
+}
+
+/* decapsulate strips the outer headers and hands the inner packet to the
+ * kernel, which routes it to the site. */
+__noinline int decapsulate(struct __sk_buff *skb, const struct pkt *outer, const struct pkt *in, __u32 overhead)
+{
+	if (!outer || !in)
+		return TC_ACT_SHOT;
+
+	__u64 flags = BPF_F_ADJ_ROOM_FIXED_GSO;
+	if (in->family != outer->family)
+		flags |= in->family == AF_INET ? BPF_F_ADJ_ROOM_DECAP_L3_IPV4 : BPF_F_ADJ_ROOM_DECAP_L3_IPV6;
+	if (bpf_skb_adjust_room(skb, -(__s32)overhead, BPF_ADJ_ROOM_MAC, flags)) {
+		count(C_ETR_DECAP_FAILED);
+		return TC_ACT_SHOT;
+	}
+	if (in->family != outer->family) {
+		__u16 proto = eth_proto_of(in->family);
+		bpf_skb_store_bytes(skb, offsetof(struct ethhdr, h_proto), &proto, 2, 0);
+	}
+	/* RFC 9300 §5.3: a smaller outer TTL is copied to the inner header,
+	 * so that TTL expiry in the underlay shows in the inner packet. */
+	if (outer->ttl < in->ttl) {
+		if (in->family == AF_INET) {
+			__u16 old = bpf_htons((__u16)in->ttl << 8 | in->proto);
+			__u16 new = bpf_htons((__u16)outer->ttl << 8 | in->proto);
+			bpf_skb_store_bytes(skb, ETH_HLEN + offsetof(struct iphdr, ttl), &outer->ttl, 1, 0);
+			bpf_l3_csum_replace(skb, ETH_HLEN + offsetof(struct iphdr, check), old, new, 2);
+		} else {
+			bpf_skb_store_bytes(skb, ETH_HLEN + offsetof(struct ipv6hdr, hop_limit), &outer->ttl, 1, 0);
+		}
+	}
+	count(C_ETR_DECAP);
+	return TC_ACT_OK;
+}
+
+SEC("tc")
+int underlay(struct __sk_buff *skb)
+{
+	struct pkt outer = {};
+	__u8 family = family_of(skb->protocol);
+	if (!family || parse_ip(skb, ETH_HLEN, family, &outer))
+		return TC_ACT_OK;
+	if (outer.proto != IPPROTO_UDP || outer.dport != bpf_htons(LISP_DATA_PORT))
+		return TC_ACT_OK;
+	struct rloc_key rk = {.family = family, .addr = outer.dst};
+	if (!bpf_map_lookup_elem(&rlocs, &rk))
+		return TC_ACT_OK; /* in transit through us */
+	if (outer.fragment) {
+		count(C_ETR_FRAGMENT);
+		return TC_ACT_OK;
+	}
+
+	__u32 overhead = outer.l3_len + sizeof(struct udphdr) + LISP_HLEN;
+	struct lisphdr lh;
+	if (bpf_skb_load_bytes(skb, outer.l4_off + sizeof(struct udphdr), &lh, sizeof(lh))) {
+		count(C_ETR_MALFORMED);
+		return TC_ACT_SHOT;
+	}
+	__u32 word2 = bpf_ntohl(lh.word2);
+	__u32 iid = (lh.flags & LISP_I) ? word2 >> 8 : 0;
+	__u32 pid = (lh.flags & LISP_L) ? 0 : word2 & 0xff;
+
+	__u8 v;
+	__u32 inner_off = ETH_HLEN + overhead;
+	if (bpf_skb_load_bytes(skb, inner_off, &v, 1)) {
+		count(C_ETR_MALFORMED);
+		return TC_ACT_SHOT;
+	}
+	struct pkt in = {};
+	__u8 in_family = (v >> 4) == 4 ? AF_INET : (v >> 4) == 6 ? AF_INET6 : 0;
+	if (!in_family || parse_ip(skb, inner_off, in_family, &in)) {
+		count(C_ETR_MALFORMED);
+		return TC_ACT_SHOT;
+	}
+
+	struct mc_entry *e = lookup(iid, &in);
+	if (e && e->action == ACT_ENCAP) {
+		int i = elp_of(e, pid, &outer.src);
+		if (i >= 0 && i < MAX_PATHS) {
+			const struct path *pa = &e->paths[path_slot(i)];
+			if (pa->self + 1 < pa->n_hops) {
+				if (pa->family != family) {
+					count(C_RTR_FAMILY_CHANGE);
+					return TC_ACT_SHOT;
+				}
+				struct addr next = pa->next;
+				return reencapsulate(skb, family, &next, pid ? pid - 1 : i, outer.len);
+			}
+		}
+	} else if (!e && cfg_rtr) {
+		/* An RTR resolves the EIDs it carries traffic for; an ETR
+		 * delivers what is addressed to it. */
+		report_miss(iid, &in);
+		count(C_RTR_MISS);
+		return TC_ACT_SHOT;
+	}
+	struct tcpopts o = {};
+	etr_subflow(skb, &in, iid, &o);
+	learn_tokens(&o);
+	return decapsulate(skb, &outer, &in, overhead);
+}

@@ -1,0 +1,176 @@
+package dataplane
+
+import (
+	"bytes"
+	"net/netip"
+	"testing"
+
+	"github.com/amptcp/amptcp/config"
+	"github.com/amptcp/amptcp/internal/inet"
+	"github.com/amptcp/amptcp/lisp"
+)
+
+var (
+	remoteRLOC  = netip.MustParseAddr("198.51.100.1")
+	remoteRLOC6 = netip.MustParseAddr("2001:db8:9::1")
+)
+
+// encapsulated is a packet from a remote ITR (or RTR) to one of our RLOCs.
+func encapsulated(src, dst netip.Addr, ttl uint8, hdr lisp.DataHeader, inner []byte) []byte {
+	return encap(src, dst, 0xc123, ttl, 0, lispHeader(hdr), inner)
+}
+
+func TestETRDecapsulates(t *testing.T) {
+	r := newRig(t, config.Dataplane{}, Options{})
+	hdr := lisp.DataHeader{NoncePresent: true, Nonce: 0x123456}
+	for _, tc := range []struct {
+		name       string
+		outer, dst netip.Addr
+		inner      []byte
+		ethType    uint16
+	}{
+		{"IPv4 in IPv4", remoteRLOC, ourV4, udp(hostB, hostA, 60, []byte("reply")), ethIPv4},
+		{"IPv6 in IPv6", remoteRLOC6, ourV6, udp(hostB6, hostA6, 60, []byte("reply")), ethIPv6},
+		{"IPv6 in IPv4", remoteRLOC, ourV4, udp(hostB6, hostA6, 60, []byte("reply")), ethIPv6},
+		{"IPv4 in IPv6", remoteRLOC6, ourV6, udp(hostB, hostA, 60, []byte("reply")), ethIPv4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v, out := r.underlay(encapsulated(tc.outer, tc.dst, 64, hdr, tc.inner))
+			if v != actOK {
+				t.Fatalf("verdict %d, want ok; counters %v", v, nonZero(r.counters()))
+			}
+			want := eth(r.rlocMAC, nextHopMAC, tc.ethType, tc.inner)
+			if !bytes.Equal(out, want) {
+				t.Errorf("frame:\n got %x\nwant %x", out, want)
+			}
+		})
+	}
+	if c := r.counters(); c["etr_decapsulated"] != 4 {
+		t.Errorf("counters %v", nonZero(c))
+	}
+}
+
+// RFC 9300 §5.3: when the outer TTL is the smaller, it becomes the inner
+// one, with the inner IPv4 checksum kept right.
+func TestETRCopiesSmallerTTL(t *testing.T) {
+	r := newRig(t, config.Dataplane{}, Options{})
+	inner := udp(hostB, hostA, 60, []byte("x"))
+	_, out := r.underlay(encapsulated(remoteRLOC, ourV4, 7, lisp.DataHeader{}, inner))
+	got := out[14:]
+	if got[8] != 7 || inet.Checksum(got[:20]) != 0 {
+		t.Errorf("inner TTL %d, header checksum valid %v", got[8], inet.Checksum(got[:20]) == 0)
+	}
+}
+
+func TestUnderlayLeavesOthersAlone(t *testing.T) {
+	r := newRig(t, config.Dataplane{}, Options{})
+	inner := udp(hostB, hostA, 60, []byte("x"))
+	for name, pkt := range map[string][]byte{
+		"not for our RLOC": encapsulated(remoteRLOC, netip.MustParseAddr("192.0.2.9"), 64, lisp.DataHeader{}, inner),
+		"not UDP 4341":     udp(netip.AddrPortFrom(remoteRLOC, 4342), netip.AddrPortFrom(ourV4, 4342), 64, []byte("control")),
+	} {
+		v, out := r.underlay(pkt)
+		if v != actOK || !bytes.Equal(out[14:], pkt) {
+			t.Errorf("%s: verdict %d, changed %v", name, v, !bytes.Equal(out[14:], pkt))
+		}
+	}
+	if c := r.counters(); c["etr_decapsulated"] != 0 {
+		t.Errorf("counters %v", nonZero(c))
+	}
+}
+
+// Malformed encapsulated packets are dropped and counted, never passed on
+// half-parsed.
+func TestETRMalformed(t *testing.T) {
+	r := newRig(t, config.Dataplane{}, Options{})
+	short := encap(remoteRLOC, ourV4, 0xc123, 64, 0, []byte{0x80, 0, 0}, nil) // a 3-byte LISP header
+	notIP := encapsulated(remoteRLOC, ourV4, 64, lisp.DataHeader{}, []byte{0x50, 1, 2, 3, 4, 5, 6, 7})
+	cut := encapsulated(remoteRLOC, ourV4, 64, lisp.DataHeader{}, udp(hostB, hostA, 60, []byte("x"))[:12])
+	for name, pkt := range map[string][]byte{"short header": short, "inner not IP": notIP, "inner cut": cut} {
+		if v, _ := r.underlay(pkt); v != actShot {
+			t.Errorf("%s: verdict %d, want drop", name, v)
+		}
+	}
+	if c := r.counters(); c["etr_malformed"] != 3 {
+		t.Errorf("counters %v", nonZero(c))
+	}
+}
+
+// An RTR on an ELP rewrites the outer header towards the hop after it and
+// keeps the LISP header (and so the path ID) as it came.
+func TestRTRReencapsulates(t *testing.T) {
+	r := newRig(t, config.Dataplane{EIDInterfaces: []string{}}, Options{RTR: true})
+	prev, next := "198.51.100.10", "203.0.113.20"
+	r.put("10.2.0.0/16", Entry{Paths: []Path{
+		elp(1, 50, "198.51.100.11", "203.0.113.21", "203.0.113.1"), // not through us
+		elp(1, 50, prev, "192.0.2.1", next, "203.0.113.1"),
+	}})
+	inner := udp(hostA, hostB, 60, []byte("x"))
+	hdr := lisp.DataHeader{NoncePresent: true, Nonce: 0xabcdef}
+	hdr.SetPathID(2)
+	in := encapsulated(netip.MustParseAddr(prev), ourV4, 30, hdr, inner)
+	v, out := r.underlay(in)
+	if v != actRedirect {
+		t.Fatalf("verdict %d; counters %v", v, nonZero(r.counters()))
+	}
+	want := encap(ourV4, netip.MustParseAddr(next), 0xc123, 29, 0, lispHeader(hdr), inner)
+	if got := out[14:]; !bytes.Equal(got, want) {
+		t.Errorf("packet:\n got %x\nwant %x", got, want)
+	}
+	if !bytes.Equal(out[:6], nextHopMAC) || !bytes.Equal(out[6:12], r.rlocMAC) {
+		t.Errorf("Ethernet header %x", out[:14])
+	}
+	if c := r.counters(); c["rtr_reencapsulated"] != 1 || c["rtr_path1_packets"] != 1 {
+		t.Errorf("counters %v", nonZero(c))
+	}
+}
+
+// Without a path ID, an RTR recognises the ELP by the hop before it
+// (link-disjoint ELPs, papers/000 §III.B.2).
+func TestRTRPreviousHop(t *testing.T) {
+	r := newRig(t, config.Dataplane{EIDInterfaces: []string{}, PathID: "previous-hop"}, Options{RTR: true})
+	r.put("10.2.0.0/16", Entry{Paths: []Path{
+		elp(1, 50, "198.51.100.10", "192.0.2.1", "203.0.113.20", "203.0.113.1"),
+		elp(1, 50, "198.51.100.11", "192.0.2.1", "203.0.113.21", "203.0.113.1"),
+	}})
+	inner := udp(hostA, hostB, 60, []byte("x"))
+	for from, next := range map[string]string{"198.51.100.10": "203.0.113.20", "198.51.100.11": "203.0.113.21"} {
+		_, out := r.underlay(encapsulated(netip.MustParseAddr(from), ourV4, 30, lisp.DataHeader{}, inner))
+		if got := netip.AddrFrom4([4]byte(out[14+16 : 14+20])); got.String() != next {
+			t.Errorf("from %s: sent to %s, want %s", from, got, next)
+		}
+	}
+}
+
+// The last hop of an ELP decapsulates; an RTR drops what it has no
+// mapping for and asks for it.
+func TestRTRLastHopAndMiss(t *testing.T) {
+	r := newRig(t, config.Dataplane{EIDInterfaces: []string{}}, Options{RTR: true})
+	r.put("10.2.0.0/16", Entry{Paths: []Path{elp(1, 50, "198.51.100.10", "192.0.2.1")}})
+	inner := udp(hostA, hostB, 60, []byte("x"))
+	if v, _ := r.underlay(encapsulated(netip.MustParseAddr("198.51.100.10"), ourV4, 30, lisp.DataHeader{}, inner)); v != actOK {
+		t.Errorf("last hop: verdict %d, want ok (decapsulated)", v)
+	}
+	other := udp(hostA, netip.MustParseAddrPort("10.9.0.1:53"), 60, []byte("x"))
+	if v, _ := r.underlay(encapsulated(remoteRLOC, ourV4, 30, lisp.DataHeader{}, other)); v != actShot {
+		t.Errorf("miss: verdict %d, want drop", v)
+	}
+	if m := <-r.dp.Misses(); m.EID != netip.MustParseAddr("10.9.0.1") {
+		t.Errorf("miss %+v", m)
+	}
+	// An outer TTL of 1 does not go on.
+	r.put("10.2.0.0/16", Entry{Paths: []Path{elp(1, 50, "198.51.100.10", "192.0.2.1", "203.0.113.1")}})
+	if v, _ := r.underlay(encapsulated(netip.MustParseAddr("198.51.100.10"), ourV4, 1, lisp.DataHeader{}, inner)); v != actShot {
+		t.Errorf("TTL 1: verdict %d, want drop", v)
+	}
+	if c := r.counters(); c["etr_decapsulated"] != 1 || c["rtr_miss"] != 1 || c["rtr_ttl_expired"] != 1 {
+		t.Errorf("counters %v", nonZero(c))
+	}
+}
+
+func TestCounterNamesMatchTheProgram(t *testing.T) {
+	r := newRig(t, config.Dataplane{}, Options{})
+	if n := int(r.dp.objs.Counters.MaxEntries()); n != len(counterNames) {
+		t.Errorf("the program has %d counters, Go names %d", n, len(counterNames))
+	}
+}
