@@ -1,0 +1,211 @@
+package dataplane_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/amptcp/amptcp/config"
+	"github.com/amptcp/amptcp/dataplane"
+	"github.com/amptcp/amptcp/internal/testnet"
+)
+
+// site is the two LISP sites of the forwarding tests, their xTRs joined
+// by two underlay links, each xTR with an RLOC on each:
+//
+//	hostA 10.1.0.1, 10.1.0.2 -- xtrA ==(192.0.2.0/30, 192.0.2.4/30)== xtrB -- hostB 10.2.0.1
+type sites struct {
+	net                      *testnet.Net
+	hostA, xtrA, xtrB, hostB *testnet.Node
+	dpA, dpB                 *dataplane.Dataplane
+}
+
+func newSites(t *testing.T, dp config.Dataplane) *sites {
+	n := testnet.New(t)
+	s := &sites{net: n, hostA: n.Node("hosta"), xtrA: n.Node("xtra"), xtrB: n.Node("xtrb"), hostB: n.Node("hostb")}
+	siteA := n.Link(s.hostA, s.xtrA, "10.1.0.1/24,10.1.0.2/24", "10.1.0.254/24")
+	a1 := n.Link(s.xtrA, s.xtrB, "192.0.2.1/30", "192.0.2.2/30")
+	a2 := n.Link(s.xtrA, s.xtrB, "192.0.2.5/30", "192.0.2.6/30")
+	siteB := n.Link(s.xtrB, s.hostB, "10.2.0.254/24", "10.2.0.1/24")
+	s.hostA.AddRoute("default", "10.1.0.254")
+	s.hostB.AddRoute("default", "10.2.0.254")
+	s.xtrA.EnableForwarding()
+	s.xtrB.EnableForwarding()
+
+	load := func(nd *testnet.Node, eid *testnet.Link, rlocs ...*testnet.Link) *dataplane.Dataplane {
+		cfg := dp
+		cfg.EIDInterfaces = []string{eid.Iface(nd)}
+		for _, l := range rlocs {
+			cfg.RLOCInterfaces = append(cfg.RLOCInterfaces, l.Iface(nd))
+		}
+		c := config.Config{Roles: []config.Role{config.RoleXTR}, Dataplane: &cfg}
+		c.Defaults()
+		var d *dataplane.Dataplane
+		if err := nd.Do(func() (err error) { d, err = dataplane.New(&cfg, dataplane.Options{}); return err }); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { d.Close() })
+		return d
+	}
+	s.dpA = load(s.xtrA, siteA, a1, a2)
+	s.dpB = load(s.xtrB, siteB, a1, a2)
+	put(t, s.dpA, "10.1.0.0/24", dataplane.Entry{Action: dataplane.NativelyForward})
+	put(t, s.dpA, "10.2.0.0/24", twoRLOCs("192.0.2.2", "192.0.2.6"))
+	put(t, s.dpB, "10.2.0.0/24", dataplane.Entry{Action: dataplane.NativelyForward})
+	put(t, s.dpB, "10.1.0.0/24", twoRLOCs("192.0.2.1", "192.0.2.5"))
+	return s
+}
+
+func twoRLOCs(a, b string) dataplane.Entry {
+	path := func(addr string) dataplane.Path {
+		return dataplane.Path{Hops: []dataplane.Hop{{Addr: netip.MustParseAddr(addr)}}, Priority: 1, Weight: 50, Up: true}
+	}
+	return dataplane.Entry{Paths: []dataplane.Path{path(a), path(b)}}
+}
+
+func put(t *testing.T, d *dataplane.Dataplane, prefix string, e dataplane.Entry) {
+	t.Helper()
+	if err := d.Put(dataplane.Key{Prefix: netip.MustParsePrefix(prefix)}, e); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// transfer sends n random bytes from hostA (from the local address, over
+// MPTCP or not) to a server on hostB that hashes them, and checks the hash.
+func (s *sites) transfer(t *testing.T, local string, mptcp bool, n int) {
+	t.Helper()
+	ln, err := s.hostB.Listen("tcp", "10.2.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan [32]byte, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			close(got)
+			return
+		}
+		defer c.Close()
+		h := sha256.New()
+		io.Copy(h, c)
+		got <- [32]byte(h.Sum(nil))
+	}()
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(local)}}
+	d.SetMultipathTCP(mptcp)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := s.hostA.Dial(ctx, d, "tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := make([]byte, n)
+	for i := range data {
+		data[i] = byte(rand.Uint32())
+	}
+	c.SetDeadline(time.Now().Add(30 * time.Second))
+	if _, err := c.Write(data); err != nil {
+		t.Fatalf("write: %v", err)
+	}
+	c.(*net.TCPConn).CloseWrite()
+	select {
+	case h := <-got:
+		if h != sha256.Sum256(data) {
+			t.Fatalf("the server received other bytes than were sent")
+		}
+	case <-ctx.Done():
+		t.Fatal("transfer timed out")
+	}
+	c.Close()
+}
+
+func counters(t *testing.T, d *dataplane.Dataplane) dataplane.Counters {
+	t.Helper()
+	c, err := d.Counters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TCP crosses the overlay in both directions, its bytes intact, and only
+// encapsulated: every segment out of site A is encapsulated by xtrA and
+// decapsulated by xtrB, and the other way for the ACKs.
+func TestForwardingTCP(t *testing.T) {
+	s := newSites(t, config.Dataplane{})
+	s.transfer(t, "10.1.0.1", false, 8<<20)
+	a, b := counters(t, s.dpA), counters(t, s.dpB)
+	if a["itr_encapsulated"] == 0 || b["etr_decapsulated"] == 0 || b["itr_encapsulated"] == 0 || a["etr_decapsulated"] == 0 {
+		t.Errorf("xtrA %v\nxtrB %v", nonZero(a), nonZero(b))
+	}
+	if a["itr_path0_bytes"]+a["itr_path1_bytes"] < 8<<20 {
+		t.Errorf("xtrA encapsulated %d + %d bytes for an 8 MiB transfer", a["itr_path0_bytes"], a["itr_path1_bytes"])
+	}
+	for name, c := range map[string]dataplane.Counters{"xtrA": a, "xtrB": b} {
+		for _, bad := range []string{"itr_no_route", "itr_too_big", "itr_encapsulation_failed", "etr_malformed", "etr_decapsulation_failed"} {
+			if c[bad] != 0 {
+				t.Errorf("%s: %s = %d", name, bad, c[bad])
+			}
+		}
+	}
+}
+
+// An MPTCP connection whose client opens a second subflow (from its second
+// address) gets each subflow on its own underlay link, in each direction.
+func TestForwardingMPTCPSubflowsOnDistinctPaths(t *testing.T) {
+	s := newSites(t, config.Dataplane{})
+	for _, cmd := range [][]string{
+		{"ip", "mptcp", "limits", "set", "subflows", "2", "add_addr_accepted", "2"},
+		{"ip", "mptcp", "endpoint", "add", "10.1.0.2", "subflow"},
+	} {
+		if out, err := s.hostA.Exec(t, cmd[0], cmd[1:]...); err != nil {
+			t.Fatalf("%v: %v %s", cmd, err, out)
+		}
+	}
+	if out, err := s.hostB.Exec(t, "ip", "mptcp", "limits", "set", "subflows", "2"); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	s.transfer(t, "10.1.0.1", true, 32<<20)
+
+	subs, err := s.dpA.Subflows()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(subs) != 2 || subs[0].Connection != subs[1].Connection || subs[0].Path == subs[1].Path ||
+		subs[0].Path < 0 || subs[1].Path < 0 {
+		t.Fatalf("xtrA subflows %+v", subs)
+	}
+	a, b := counters(t, s.dpA), counters(t, s.dpB)
+	if a["subflow_new"] != 1 || a["subflow_join"] != 1 || a["subflow_tokens_learned"] != 1 {
+		t.Errorf("xtrA %v", nonZero(a))
+	}
+	// Both paths carry data: each subflow's bytes went out on its path.
+	for _, sf := range subs {
+		if sf.Bytes < 1<<20 {
+			t.Errorf("subflow %v-%v carried %d bytes on path %d", sf.Local, sf.Remote, sf.Bytes, sf.Path)
+		}
+	}
+	// xtrB saw the same handshakes from the other side and bound the
+	// replies of each subflow to a path of its own too.
+	subsB, err := s.dpB.Subflows()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(subsB) != 2 || subsB[0].Path == subsB[1].Path || subsB[0].Initiator || b["subflow_join"] != 1 {
+		t.Errorf("xtrB subflows %+v; counters %v", subsB, nonZero(b))
+	}
+}
+
+func nonZero(c dataplane.Counters) map[string]uint64 {
+	m := map[string]uint64{}
+	for k, v := range c {
+		if v != 0 {
+			m[k] = v
+		}
+	}
+	return m
+}
