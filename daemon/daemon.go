@@ -1,8 +1,8 @@
 // Package daemon is lispd: it runs the roles a configuration names on the
-// control sockets it opens (UDP 4342), and answers the control socket
-// that `lispd status` talks to. It is the one Go API of the daemon; the
-// configuration file, the command line and the control socket are its
-// clients.
+// control sockets it opens (UDP 4342), drives the data plane of the tunnel
+// roles (xtr, rtr), and answers the control socket that `lispd status`
+// talks to. It is the one Go API of the daemon; the configuration file,
+// the command line and the control socket are its clients.
 package daemon
 
 import (
@@ -18,6 +18,7 @@ import (
 	"github.com/amptcp/amptcp/config"
 	"github.com/amptcp/amptcp/control/mapserver"
 	"github.com/amptcp/amptcp/control/resolver"
+	"github.com/amptcp/amptcp/control/xtr"
 )
 
 // Daemon is a running lispd.
@@ -26,8 +27,9 @@ type Daemon struct {
 	log     *slog.Logger
 	started time.Time
 
-	ms *mapserver.Server // nil unless the map-server role runs
-	mr *resolver.Resolver
+	ms  *mapserver.Server // nil unless the map-server role runs
+	mr  *resolver.Resolver
+	tun *tunnel // nil unless the xtr or rtr role runs
 
 	conns   []*conn
 	ctl     net.Listener // nil without a control socket
@@ -35,10 +37,15 @@ type Daemon struct {
 }
 
 // New builds the roles of a validated configuration and opens its control
-// sockets. Run serves them; Close releases them if Run is never called.
-func New(cfg *config.Config, log *slog.Logger) (*Daemon, error) {
+// sockets; for the xtr and rtr roles, it loads the data plane. Run serves
+// them; Close releases them if Run is never called.
+func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Daemon, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
+	}
+	o := options{dataplane: newDataplane}
+	for _, opt := range opts {
+		opt(&o)
 	}
 	d := &Daemon{cfg: cfg, log: log, started: time.Now()}
 	if cfg.Has(config.RoleMapServer) {
@@ -58,6 +65,7 @@ func New(cfg *config.Config, log *slog.Logger) (*Daemon, error) {
 	if path := cfg.Control.Socket; path != "" {
 		ln, err := listenControl(path)
 		if err != nil {
+			d.Close()
 			return nil, err
 		}
 		d.ctl = ln
@@ -75,6 +83,14 @@ func New(cfg *config.Config, log *slog.Logger) (*Daemon, error) {
 		}
 		d.conns = append(d.conns, c)
 	}
+	if cfg.Has(config.RoleXTR) || cfg.Has(config.RoleRTR) {
+		tun, err := d.newTunnel(cfg, o.dataplane)
+		if err != nil {
+			d.Close()
+			return nil, err
+		}
+		d.tun = tun
+	}
 	return d, nil
 }
 
@@ -91,6 +107,16 @@ func (d *Daemon) Addrs() []netip.AddrPort {
 // MapServer is the map-server role, or nil.
 func (d *Daemon) MapServer() *mapserver.Server { return d.ms }
 
+// XTR is the xtr role's control plane (an answerer of probes only for
+// the rtr role), or nil: its Update and SetLocatorReachable change what
+// the site registers and solicit Map-Requests from the ITRs that use it.
+func (d *Daemon) XTR() *xtr.XTR {
+	if d.tun == nil {
+		return nil
+	}
+	return d.tun.xtr
+}
+
 // Run serves the control sockets until ctx is done, then closes them.
 func (d *Daemon) Run(ctx context.Context) error {
 	d.log.Info("lispd running", "roles", d.cfg.Roles, "listen", d.Addrs())
@@ -104,20 +130,38 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if d.ctl != nil {
 		wg.Go(func() { d.serveControl(ctx, d.ctl) })
 	}
+	if d.tun != nil {
+		d.tun.run(ctx, &wg)
+	}
 	<-ctx.Done()
-	d.Close()
+	d.closeSockets()
 	wg.Wait()
+	// The data plane goes last: until the loops return, they use it.
+	d.closeDataplane()
 	d.log.Info("lispd stopped")
 	return nil
 }
 
-// Close closes the sockets; serving loops then return.
+// Close closes the sockets, then the data plane; serving loops return.
 func (d *Daemon) Close() {
+	d.closeSockets()
+	d.closeDataplane()
+}
+
+func (d *Daemon) closeSockets() {
 	for _, c := range d.conns {
 		c.close()
 	}
 	if d.ctl != nil {
 		d.ctl.Close()
+	}
+}
+
+func (d *Daemon) closeDataplane() {
+	if d.tun != nil {
+		if err := d.tun.closeDataplane(); err != nil {
+			d.log.Warn("close the data plane", "error", err)
+		}
 	}
 }
 

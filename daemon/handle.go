@@ -10,6 +10,11 @@ import (
 // handle passes a datagram to the role that takes its message type.
 // Malformed and unexpected datagrams are counted, not logged: a flood of
 // them must cost little and say nothing at the default level.
+//
+// With the tunnel roles, one lispd may also be a map-server and
+// map-resolver. An ECM then goes to the map-resolver, unless a map-server
+// forwarded it to the ETR (the E bit): that is a Map-Request for the
+// xtr's own EIDs, which it registered without asking for proxy replies.
 func (d *Daemon) handle(w *worker, pkt []byte, from netip.AddrPort) {
 	if len(pkt) == 0 {
 		d.counter.malformed.Add(1)
@@ -20,13 +25,46 @@ func (d *Daemon) handle(w *worker, pkt []byte, from netip.AddrPort) {
 	switch {
 	case t == lisp.TypeMapRegister && d.ms != nil:
 		d.ms.HandleRegister(pkt, from, &w.out)
-	case t == lisp.TypeECM && d.mr != nil:
+	case t == lisp.TypeECM && (d.mr != nil || d.tun != nil):
 		if err := w.ecm.DecodeFromBytes(pkt); err != nil {
 			d.counter.malformed.Add(1)
 			d.log.Debug("malformed ECM", "from", from, "error", err)
 			return
 		}
-		d.mr.HandleECM(pkt, &w.ecm, from, &w.out)
+		if d.tun == nil || (d.mr != nil && !w.ecm.ToETR) {
+			d.mr.HandleECM(pkt, &w.ecm, from, &w.out)
+			return
+		}
+		req, ok := w.ecm.Message.(*lisp.MapRequest)
+		if !ok {
+			d.counter.unexpected[t].Add(1)
+			return
+		}
+		d.tun.xtr.HandleRequest(req, w.ecm.Source.Port(), from, &w.out)
+	case t == lisp.TypeMapRequest && d.tun != nil:
+		if err := w.req.DecodeFromBytes(pkt); err != nil {
+			d.counter.malformed.Add(1)
+			d.log.Debug("malformed Map-Request", "from", from, "error", err)
+			return
+		}
+		if w.req.SMR {
+			d.tun.cache.HandleSMR(&w.req, from)
+			return
+		}
+		d.tun.xtr.HandleRequest(&w.req, from.Port(), from, &w.out) // probes, and requests sent directly
+	case t == lisp.TypeMapReply && d.tun != nil:
+		if err := w.reply.DecodeFromBytes(pkt); err != nil {
+			d.counter.malformed.Add(1)
+			d.log.Debug("malformed Map-Reply", "from", from, "error", err)
+			return
+		}
+		if w.reply.Probe && d.tun.prober != nil {
+			d.tun.prober.HandleReply(&w.reply, from)
+			return
+		}
+		d.tun.cache.HandleReply(&w.reply, from)
+	case t == lisp.TypeMapNotify && d.tun != nil:
+		d.tun.xtr.HandleNotify(pkt, from) // counts the malformed ones
 	default:
 		d.counter.unexpected[t].Add(1)
 	}

@@ -61,6 +61,8 @@ func (c *conn) close() { c.udp.Close() }
 // that answering allocates little.
 type worker struct {
 	ecm      lisp.ECM
+	req      lisp.MapRequest
+	reply    lisp.MapReply
 	out      control.Outbox
 	dsts     []netip.AddrPort
 	payloads [][]byte
@@ -122,9 +124,9 @@ func (d *Daemon) flush(c *conn, w *worker) {
 }
 
 // connFor picks the socket to send to dst from: c if it is of dst's
-// family, else the first that is.
+// family, else the first that is (c may be nil).
 func (d *Daemon) connFor(c *conn, dst netip.Addr) *conn {
-	if c.local.Addr().Is4() == dst.Is4() {
+	if c != nil && c.local.Addr().Is4() == dst.Is4() {
 		return c
 	}
 	for _, o := range d.conns {

@@ -5,8 +5,11 @@ import (
 	"time"
 
 	"github.com/amptcp/amptcp/config"
+	"github.com/amptcp/amptcp/control/mapcache"
 	"github.com/amptcp/amptcp/control/mapserver"
+	"github.com/amptcp/amptcp/control/probe"
 	"github.com/amptcp/amptcp/control/resolver"
+	"github.com/amptcp/amptcp/control/xtr"
 	"github.com/amptcp/amptcp/internal/buildinfo"
 	"github.com/amptcp/amptcp/lisp"
 )
@@ -19,6 +22,13 @@ type Status struct {
 	Listen    []string          `json:"listen"`
 	Counters  Counters          `json:"counters"`
 	MapServer *mapserver.Status `json:"map_server,omitempty"`
+	// The tunnel roles: the xtr's mappings and registrations, the
+	// map-cache, this router's row of the RTT matrix (every locator it
+	// probes) and what the data plane says.
+	XTR       *xtr.Status      `json:"xtr,omitempty"`
+	MapCache  []mapcache.Entry `json:"map_cache,omitempty"`
+	Probes    []probe.Locator  `json:"probes,omitempty"`
+	Dataplane *DataplaneStatus `json:"dataplane,omitempty"`
 }
 
 // Counters are the daemon's counters, by name: the control socket and
@@ -54,6 +64,8 @@ type Counters struct {
 
 	// HeapInUse is the Go heap in use, for memory per registration.
 	HeapInUse uint64 `json:"heap_in_use"`
+	// Tunnel holds the counters of the xtr and rtr roles, when they run.
+	Tunnel *TunnelCounters `json:"tunnel,omitempty"`
 }
 
 // Counters returns the current counters.
@@ -95,6 +107,9 @@ func (d *Daemon) Counters() Counters {
 	var mem runtime.MemStats
 	runtime.ReadMemStats(&mem)
 	c.HeapInUse = mem.HeapInuse
+	if d.tun != nil {
+		c.Tunnel = d.tun.counters()
+	}
 	return c
 }
 
@@ -110,6 +125,17 @@ func (d *Daemon) Status() Status {
 	if d.ms != nil {
 		ms := d.ms.Status()
 		st.MapServer = &ms
+	}
+	if d.tun != nil {
+		if d.cfg.Has(config.RoleXTR) {
+			x := d.tun.xtr.Status()
+			st.XTR = &x
+		}
+		st.MapCache = d.tun.cache.Snapshot()
+		if d.tun.prober != nil {
+			st.Probes = d.tun.prober.Matrix()
+		}
+		st.Dataplane = d.tun.dataplaneStatus()
 	}
 	return st
 }

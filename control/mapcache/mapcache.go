@@ -46,7 +46,10 @@ type Options struct {
 	Reachable func(netip.Addr) bool
 	// RTT gives a locator's smoothed round-trip time, for the status.
 	RTT func(netip.Addr) (time.Duration, bool)
-	Log *slog.Logger
+	// Port is where Map-Replies come back, the inner UDP source port of
+	// the Map-Requests: the port lispd listens on; 0 means 4342.
+	Port uint16
+	Log  *slog.Logger
 }
 
 // Cache is the map-cache. Its methods are safe for concurrent use.
@@ -58,6 +61,7 @@ type Cache struct {
 	localRLOCs func() []netip.Addr
 	reachable  func(netip.Addr) bool
 	rtt        func(netip.Addr) (time.Duration, bool)
+	port       uint16
 
 	resolvers  []netip.AddrPort
 	timeout    time.Duration
@@ -69,7 +73,8 @@ type Cache struct {
 	expiry    expiryHeap
 	pending   map[mapping.EID]*request
 	nonces    map[uint64]*request
-	preferred int // the map-resolver that answered last, asked first
+	smrDue    map[mapping.EID]bool // entries an SMR asked to refresh within smrInterval
+	preferred int                  // the map-resolver that answered last, asked first
 	counter   counters
 }
 
@@ -86,17 +91,22 @@ func New(cfg *config.MapCache, opts Options) (*Cache, error) {
 		localRLOCs: opts.LocalRLOCs,
 		reachable:  opts.Reachable,
 		rtt:        opts.RTT,
+		port:       opts.Port,
 		timeout:    cfg.RequestTimeout.Duration,
 		tries:      1 + cfg.RequestRetries,
 		maxEntries: cfg.MaxEntries,
 		entries:    mapping.NewTable[*entry](),
 		pending:    map[mapping.EID]*request{},
 		nonces:     map[uint64]*request{},
+		smrDue:     map[mapping.EID]bool{},
 	}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
 	c.log = c.log.With("component", "map-cache")
+	if c.port == 0 {
+		c.port = control.Port
+	}
 	if c.reachable == nil {
 		c.reachable = func(netip.Addr) bool { return true }
 	}
@@ -145,7 +155,8 @@ func tickEvery(timeout time.Duration) time.Duration {
 }
 
 // Tick retries the Map-Requests whose reply is late, gives up on those
-// that had all their tries, and expires entries whose TTL ran out.
+// that had all their tries, sends the refreshes SMRs asked for that were
+// held back, and expires entries whose TTL ran out.
 func (c *Cache) Tick() {
 	now := c.now()
 	var out []datagram
@@ -165,6 +176,7 @@ func (c *Cache) Tick() {
 			c.counter.retried.Add(1)
 		}
 	}
+	out = append(out, c.refreshDue(now)...)
 	c.expire(now)
 	c.mu.Unlock()
 	c.transmit(out)

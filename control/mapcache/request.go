@@ -90,7 +90,7 @@ func (c *Cache) try(r *request, now time.Time) (datagram, bool) {
 	resolver := (c.preferred + len(r.tries)) % len(c.resolvers)
 	dst := c.resolvers[resolver]
 	nonce := control.Nonce()
-	b, err := encodeRequest(r, nonce, rlocs)
+	b, err := encodeRequest(r, nonce, rlocs, c.port)
 	if err != nil { // only an EID that does not fit a record, which Miss refuses
 		c.log.Error("cannot encode Map-Request", "eid", r.eid, "error", err)
 		c.finish(r)
@@ -118,9 +118,9 @@ func (c *Cache) finish(r *request) {
 
 // encodeRequest builds the Encapsulated Map-Request (RFC 9301 §5.8): the
 // Map-Request for r's EID with every local RLOC as an ITR-RLOC, inside an
-// inner IP/UDP header from an RLOC of the EID's family, port 4342 (where
-// the reply comes back), to the EID, port 4342.
-func encodeRequest(r *request, nonce uint64, rlocs []netip.Addr) ([]byte, error) {
+// inner IP/UDP header from an RLOC of the EID's family and port (where
+// the reply comes back: 4342), to the EID, port 4342.
+func encodeRequest(r *request, nonce uint64, rlocs []netip.Addr, port uint16) ([]byte, error) {
 	itrs := make([]lisp.Address, 0, min(len(rlocs), lisp.MaxITRRLOCs))
 	for _, a := range rlocs[:min(len(rlocs), lisp.MaxITRRLOCs)] {
 		itrs = append(itrs, lisp.IPAddress(a.Unmap()))
@@ -137,7 +137,7 @@ func encodeRequest(r *request, nonce uint64, rlocs []netip.Addr) ([]byte, error)
 		}
 	}
 	ecm := lisp.ECM{
-		Source:      netip.AddrPortFrom(src, control.Port),
+		Source:      netip.AddrPortFrom(src, port),
 		Destination: netip.AddrPortFrom(ip, control.Port),
 		TTL:         innerTTL,
 		Message: &lisp.MapRequest{

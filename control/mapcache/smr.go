@@ -11,6 +11,9 @@ import (
 // smrInterval is how often one entry may be refreshed on SMRs: an ETR
 // sends them to every ITR it knows, possibly repeatedly, and anyone can
 // send one, so each costs at most one Map-Request per entry and second.
+// An SMR within the interval is not lost: the refresh it asks for waits
+// for the end of the interval, since the mapping may have changed again
+// after the reply to the previous one was sent.
 const smrInterval = time.Second
 
 // HandleSMR takes a Solicit-Map-Request (RFC 9301 §6.1): an ETR says the
@@ -38,15 +41,43 @@ func (c *Cache) HandleSMR(req *lisp.MapRequest, src netip.AddrPort) {
 		return
 	}
 	if now.Sub(e.lastSMR) < smrInterval {
+		c.smrDue[e.key] = true
 		c.mu.Unlock()
 		c.counter.smrLimited.Add(1)
 		return
 	}
-	e.lastSMR = now
-	dg, sent := c.request(e.key, true, now)
+	dg, sent := c.refresh(e, now)
 	c.mu.Unlock()
 	c.log.Debug("SMR", "from", src, "eid", e.key)
 	if sent {
 		c.transmit([]datagram{dg})
 	}
+}
+
+// refresh sends the SMR-invoked Map-Request for e. The caller holds the
+// lock.
+func (c *Cache) refresh(e *entry, now time.Time) (datagram, bool) {
+	e.lastSMR = now
+	delete(c.smrDue, e.key)
+	return c.request(e.key, true, now)
+}
+
+// refreshDue sends the refreshes that SMRs asked for within the interval,
+// now that it is over. The caller holds the lock.
+func (c *Cache) refreshDue(now time.Time) []datagram {
+	var out []datagram
+	for key := range c.smrDue {
+		e, ok := c.entries.Get(key)
+		if !ok {
+			delete(c.smrDue, key)
+			continue
+		}
+		if now.Sub(e.lastSMR) < smrInterval {
+			continue
+		}
+		if dg, sent := c.refresh(e, now); sent {
+			out = append(out, dg)
+		}
+	}
+	return out
 }

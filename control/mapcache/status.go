@@ -74,7 +74,8 @@ type Counters struct {
 	UnusableLocators     uint64
 	// SMRs counts the Solicit-Map-Requests received; of them, Ignored
 	// those for no cached entry, Limited those within a second of the
-	// last one for the entry; SMRInvoked the Map-Requests sent for them.
+	// last one for the entry (whose refresh waits for the second to end);
+	// SMRInvoked the Map-Requests sent for them.
 	SMRs, SMRIgnored, SMRLimited, SMRInvoked uint64
 	// Expired and Evicted entries (the latter for room); Full the entries
 	// refused with the cache full of local prefixes; Reinstalled the
