@@ -36,11 +36,36 @@ var (
 	records    = desc("map_reply_records_total", "Records of the Map-Replies sent, by kind: mapping (proxy) or negative.", "kind")
 	forwarded  = desc("map_requests_forwarded_total", "Map-Requests forwarded to the ETR that answers them.")
 	dropped    = desc("map_requests_dropped_total", "Map-Requests not answered, by reason.", "reason")
+
+	// The tunnel roles (xtr, rtr).
+	xtrRegisters  = desc("xtr_map_registers_sent_total", "Map-Registers the xtr sent, retries included.")
+	xtrNotifies   = desc("xtr_map_notifies_total", "Map-Notifies the xtr received, by result: accepted, or the reason they were refused.", "result")
+	xtrFailures   = desc("xtr_registration_failures_total", "Registration rounds that had no Map-Notify after all their tries.")
+	xtrRequests   = desc("xtr_map_requests_total", "Map-Requests given to the xtr (forwarded, direct, probes), by result.", "result")
+	xtrSMRs       = desc("xtr_smrs_sent_total", "Solicit-Map-Requests sent to ITRs when a mapping changed.")
+	cacheMisses   = desc("map_cache_misses_total", "Map-cache misses the data plane reported.")
+	cacheRequests = desc("map_cache_map_requests_sent_total", "Map-Requests the map-cache sent to map-resolvers, retries included.")
+	cacheFailed   = desc("map_cache_map_requests_failed_total", "Map-Requests that had no reply after all their tries.")
+	cacheReplies  = desc("map_cache_map_replies_total", "Map-Replies the map-cache received, by result: accepted, or unsolicited (refused).", "result")
+	cacheRecords  = desc("map_cache_records_total", "Records of accepted Map-Replies, by result: installed, or the reason they were not.", "result")
+	cacheSMRs     = desc("map_cache_smrs_received_total", "Solicit-Map-Requests received.")
+	cacheEntries  = desc("map_cache_entries", "Map-cache entries now, the site's own prefixes included.")
+	cacheExpired  = desc("map_cache_expired_total", "Map-cache entries whose TTL ran out.")
+	probesSent    = desc("probes_sent_total", "RLOC probes sent.")
+	probesAnswer  = desc("probes_answered_total", "RLOC probes answered.")
+	probesMissed  = desc("probes_missed_total", "RLOC probes left unanswered until the next.")
+	probesBad     = desc("probe_replies_unmatched_total", "Probe replies that matched no probe in flight.")
+	locatorUp     = desc("locator_up", "Whether a probed locator is up (1) or down (0).", "locator")
+	locatorRTT    = desc("locator_rtt_seconds", "Smoothed round-trip time of RLOC probes to a locator.", "locator")
+	dpPackets     = desc("dataplane_packets_total", "The data plane's packet counters, by name.", "counter")
 )
 
 func (l lispd) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{received, unexpected, malformed, oversized, sent, sendErrors, unroutable,
-		registers, notifies, regs, expired, requests, replies, records, forwarded, dropped} {
+		registers, notifies, regs, expired, requests, replies, records, forwarded, dropped,
+		xtrRegisters, xtrNotifies, xtrFailures, xtrRequests, xtrSMRs, cacheMisses, cacheRequests, cacheFailed,
+		cacheReplies, cacheRecords, cacheSMRs, cacheEntries, cacheExpired, probesSent, probesAnswer, probesMissed,
+		probesBad, locatorUp, locatorRTT, dpPackets} {
 		ch <- d
 	}
 }
@@ -72,4 +97,44 @@ func (l lispd) Collect(ch chan<- prometheus.Metric) {
 	counter(records, c.ReplyNegatives, "negative")
 	counter(forwarded, c.Forwarded)
 	byLabel(dropped, c.Dropped)
+	if t := c.Tunnel; t != nil {
+		collectTunnel(ch, t, counter, byLabel)
+	}
+}
+
+// collectTunnel exports the counters of the xtr and rtr roles, which a
+// daemon of the mapping roles only does not have.
+func collectTunnel(ch chan<- prometheus.Metric, t *daemon.TunnelCounters,
+	counter func(*prometheus.Desc, uint64, ...string), byLabel func(*prometheus.Desc, map[string]uint64)) {
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	counter(xtrRegisters, t.MapRegisters)
+	byLabel(xtrNotifies, t.MapNotifies)
+	counter(xtrFailures, t.RegisterFailures)
+	byLabel(xtrRequests, t.RequestsAnswered)
+	counter(xtrSMRs, t.SMRsSent)
+	counter(cacheMisses, t.Misses)
+	counter(cacheRequests, t.MapRequests)
+	counter(cacheFailed, t.RequestsFailed)
+	byLabel(cacheReplies, t.MapReplies)
+	byLabel(cacheRecords, t.MapReplyRecords)
+	counter(cacheSMRs, t.SMRsReceived)
+	gauge(cacheEntries, float64(t.Entries))
+	counter(cacheExpired, t.Expired)
+	counter(probesSent, t.ProbesSent)
+	counter(probesAnswer, t.ProbesAnswered)
+	counter(probesMissed, t.ProbesMissed)
+	counter(probesBad, t.ProbesUnmatched)
+	for _, l := range t.Locators {
+		up := 0.0
+		if l.Up {
+			up = 1
+		}
+		gauge(locatorUp, up, l.Address)
+		if l.RTT > 0 {
+			gauge(locatorRTT, l.RTT, l.Address)
+		}
+	}
+	byLabel(dpPackets, t.Dataplane)
 }
