@@ -14,8 +14,9 @@ import (
 )
 
 // runStatus shows what a running lispd holds: its sites, the prefixes
-// registered with their RLOCs and ELPs, who registered them and when, and
-// its counters.
+// registered with their RLOCs and ELPs, who registered them and when; for
+// the tunnel roles its own mappings and registrations, its map-cache, the
+// locators it probes and its data plane; and its counters.
 func runStatus(args []string, stdout, stderr io.Writer) int {
 	flags := flag.NewFlagSet("lispd status", flag.ContinueOnError)
 	flags.SetOutput(stderr)
@@ -73,6 +74,7 @@ func writeStatus(w io.Writer, st *daemon.Status, now time.Time) {
 			}
 		}
 	}
+	writeTunnelStatus(w, st, now)
 	c := st.Counters
 	fmt.Fprintf(w, "\ncounters: received %s; malformed %d, sent %d\n", joinCounts(c.Received), c.Malformed, c.Sent)
 	if c.MapRegisters != nil {
@@ -82,6 +84,14 @@ func writeStatus(w io.Writer, st *daemon.Status, now time.Time) {
 	if c.Dropped != nil {
 		fmt.Fprintf(w, "  map-requests %d: replies %d (%d mappings, %d negative), forwarded %d, dropped %s\n",
 			c.MapRequests, c.MapReplies, c.ReplyMappings, c.ReplyNegatives, c.Forwarded, joinCounts(c.Dropped))
+	}
+	if t := c.Tunnel; t != nil {
+		fmt.Fprintf(w, "  xtr: map-registers %d, map-notifies %s, failures %d; map-requests received %s; smrs sent %d\n",
+			t.MapRegisters, joinCounts(t.MapNotifies), t.RegisterFailures, joinCounts(t.RequestsAnswered), t.SMRsSent)
+		fmt.Fprintf(w, "  map-cache: misses %d, map-requests %d (%d failed), map-replies %s, records %s, smrs %d, expired %d\n",
+			t.Misses, t.MapRequests, t.RequestsFailed, joinCounts(t.MapReplies), joinCounts(t.MapReplyRecords), t.SMRsReceived, t.Expired)
+		fmt.Fprintf(w, "  probes: sent %d, answered %d, missed %d, unmatched replies %d\n",
+			t.ProbesSent, t.ProbesAnswered, t.ProbesMissed, t.ProbesUnmatched)
 	}
 }
 

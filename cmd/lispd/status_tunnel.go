@@ -1,0 +1,122 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/amptcp/amptcp/control/mapcache"
+	"github.com/amptcp/amptcp/daemon"
+)
+
+// writeTunnelStatus shows the tunnel roles: the xtr's mappings and its
+// registration with each map-server, the map-cache with each path's hops,
+// the probed locators and their RTTs, and the data plane's subflows and
+// counters.
+func writeTunnelStatus(w io.Writer, st *daemon.Status, now time.Time) {
+	if x := st.XTR; x != nil {
+		fmt.Fprintf(w, "\nxtr: %d mappings, %d ITRs asked lately\n", len(x.Mappings), x.ITRs)
+		for _, m := range x.Mappings {
+			fmt.Fprintf(w, "  mapping %s  ttl %s\n", m.EID, m.TTL)
+			for _, l := range m.Locators {
+				fmt.Fprintf(w, "    locator %s  %s  priority/weight %d/%d\n", l.Address, upDown(l.Reachable), l.Priority, l.Weight)
+			}
+		}
+		for _, s := range x.MapServers {
+			mode := "forward to this ETR"
+			if s.ProxyReply {
+				mode = "proxy-reply"
+			}
+			fmt.Fprintf(w, "  map-server %s  %s (%s), %d Map-Registers, %d Map-Notifies, %d failures",
+				s.Address, s.State, mode, s.Registers, s.Notifies, s.Failures)
+			if !s.LastNotify.IsZero() {
+				fmt.Fprintf(w, ", last Map-Notify %s ago", now.Sub(s.LastNotify).Round(time.Second))
+			}
+			if s.FailuresInARow > 0 {
+				fmt.Fprintf(w, ", last failure: %s", s.LastFailure)
+			}
+			fmt.Fprintln(w)
+		}
+	}
+	if st.MapCache != nil {
+		fmt.Fprintf(w, "\nmap-cache: %d entries\n", len(st.MapCache))
+		for _, e := range st.MapCache {
+			writeEntry(w, e)
+		}
+	}
+	if len(st.Probes) > 0 {
+		fmt.Fprintf(w, "\nRLOC probes (this router's row of the RTT matrix):\n")
+		for _, p := range st.Probes {
+			fmt.Fprintf(w, "  %s  %s", p.Address, upDown(p.Up))
+			if p.Answered > 0 {
+				fmt.Fprintf(w, "  rtt %.2fms srtt %.2fms", p.RTT, p.SRTT)
+			}
+			fmt.Fprintf(w, "  %d/%d answered", p.Answered, p.Sent)
+			if p.Misses > 0 {
+				fmt.Fprintf(w, ", %d missed in a row", p.Misses)
+			}
+			fmt.Fprintln(w)
+		}
+	}
+	if dp := st.Dataplane; dp != nil {
+		fmt.Fprintf(w, "\ndata plane: %d subflows bound to paths", len(dp.Subflows))
+		if len(dp.Counters) > 0 {
+			fmt.Fprintf(w, "; counters %s", joinCounts(dp.Counters))
+		}
+		if dp.Error != "" {
+			fmt.Fprintf(w, " (%s)", dp.Error)
+		}
+		fmt.Fprintln(w)
+		for _, s := range dp.Subflows {
+			fmt.Fprintf(w, "  subflow %s -> %s  connection %#x  path %d  %d packets, %d bytes\n",
+				s.Local, s.Remote, s.Connection, s.Path, s.Packets, s.Bytes)
+		}
+	}
+}
+
+func writeEntry(w io.Writer, e mapcache.Entry) {
+	eid := e.EIDPrefix
+	if e.InstanceID != 0 {
+		eid = fmt.Sprintf("[%d]%s", e.InstanceID, eid)
+	}
+	fmt.Fprintf(w, "  %s  %s", eid, e.Action)
+	switch {
+	case e.Local:
+		fmt.Fprint(w, " (this site)")
+	default:
+		fmt.Fprintf(w, ", from %s, expires in %s", e.Source, time.Duration(e.TTLLeft)*time.Second)
+	}
+	fmt.Fprintln(w)
+	for i, p := range e.Paths {
+		hops := make([]string, len(p.Hops))
+		for j, h := range p.Hops {
+			var bits []string
+			for _, b := range []struct {
+				set  bool
+				name string
+			}{{h.Lookup, "L"}, {h.Probe, "P"}, {h.Strict, "S"}} {
+				if b.set {
+					bits = append(bits, b.name)
+				}
+			}
+			hops[j] = h.Address
+			if len(bits) > 0 {
+				hops[j] += "(" + strings.Join(bits, ",") + ")"
+			}
+			if !h.Up {
+				hops[j] += " down"
+			} else if h.RTT > 0 {
+				hops[j] += fmt.Sprintf(" %.2fms", h.RTT)
+			}
+		}
+		fmt.Fprintf(w, "    path %d  %s  priority/weight %d/%d  %s\n", i, upDown(p.Up), p.Priority, p.Weight, strings.Join(hops, " -> "))
+	}
+}
+
+func upDown(up bool) string {
+	if up {
+		return "up"
+	}
+	return "down"
+}
