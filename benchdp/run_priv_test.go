@@ -1,0 +1,194 @@
+package benchdp
+
+import (
+	"context"
+	"errors"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/amptcp/amptcp/internal/netns"
+	"github.com/amptcp/amptcp/internal/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// testRun runs the bench for real with short runs, named with this test
+// process's prefix, and checks afterwards that it left no namespace,
+// link or program behind.
+type testRun struct {
+	t     *testing.T
+	opts  Options
+	mu    sync.Mutex
+	pids  map[int]string
+	lines []string
+}
+
+func newTestRun(t *testing.T, name string, variants ...string) *testRun {
+	testenv.RequireRoot(t)
+	iperf3 := testenv.RequireTool(t, "iperf3")
+	tr := &testRun{t: t, pids: map[int]string{}}
+	tr.opts = Options{
+		Variants: variants, Streams: []int{1}, Duration: time.Second, Repetitions: 1, Iperf3: iperf3,
+		Prefix: testenv.Prefix + "-" + name + "-", LinkPrefix: testenv.Prefix + "-",
+		Progress: func(line string) {
+			tr.mu.Lock()
+			tr.lines = append(tr.lines, line)
+			tr.mu.Unlock()
+			t.Log(line)
+		},
+		Started: func(what string, pid int) {
+			tr.mu.Lock()
+			tr.pids[pid] = what
+			tr.mu.Unlock()
+		},
+	}
+	return tr
+}
+
+// checkClean fails the test if anything the bench created is left.
+func (tr *testRun) checkClean() {
+	t := tr.t
+	if names, err := netns.List(tr.opts.Prefix); err != nil || len(names) > 0 {
+		t.Errorf("namespaces left: %v %v", names, err)
+	}
+	if names, err := netns.Links(tr.opts.LinkPrefix); err != nil || len(names) > 0 {
+		t.Errorf("links left in the root namespace: %v %v", names, err)
+	}
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	if len(tr.pids) == 0 {
+		t.Error("the bench reported no program it started")
+	}
+	for pid, what := range tr.pids {
+		if err := unix.Kill(pid, 0); !errors.Is(err, unix.ESRCH) {
+			t.Errorf("%s (pid %d) still runs: kill 0 = %v", what, pid, err)
+		}
+	}
+}
+
+// TestRunPlainAndVXLAN measures plain routing and VXLAN for a second in
+// both profiles: every run moves data, and nothing is left afterwards.
+func TestRunPlainAndVXLAN(t *testing.T) {
+	tr := newTestRun(t, "pv", "plain", "vxlan")
+	res, err := Run(context.Background(), tr.opts)
+	tr.checkClean()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range res.Variants {
+		if !v.Up {
+			t.Errorf("%s did not come up: %s", v.Name, v.Error)
+		}
+	}
+	if len(res.Runs) != 4 {
+		t.Fatalf("%d runs, want 2 variants × 2 profiles", len(res.Runs))
+	}
+	for _, r := range res.Runs {
+		if r.Error != "" || r.Gbps <= 0 || r.Iperf == nil || r.Iperf.Bytes == 0 || r.Packets == 0 ||
+			r.Mpps <= 0 || r.UnderlayMpps <= 0 || r.CPU.Busy <= 0 || r.CPUPerGbps <= 0 ||
+			r.Iperf.SenderCongestion != "cubic" {
+			t.Errorf("run %+v, iperf3 %+v", r, r.Iperf)
+		}
+		// The wire profile puts MTU-sized frames on the underlay; veth's
+		// defaults let GSO super-packets through.
+		switch r.Profile {
+		case "wire":
+			if r.UnderlayBytesPerPacket > 1600 {
+				t.Errorf("%s in wire: %.0f bytes per packet on the underlay, want frames of at most an MTU", r.Variant, r.UnderlayBytesPerPacket)
+			}
+		case "gso":
+			if r.UnderlayBytesPerPacket < 3000 {
+				t.Errorf("%s in gso: %.0f bytes per packet on the underlay, want super-packets", r.Variant, r.UnderlayBytesPerPacket)
+			}
+		}
+	}
+	for _, s := range res.Summaries {
+		if s.Variant == "vxlan" && (s.Reference != "plain" || s.Ratio == nil || *s.Ratio <= 0) {
+			t.Errorf("vxlan summary: %+v", s)
+		}
+	}
+	if res.Environment.VethDefaults != (Offloads{TSO: true, GSO: true, GRO: false}) {
+		// Not wrong on another kernel, but then the gso profile means
+		// something else: say so.
+		t.Logf("veth defaults on this kernel: %s", res.Environment.VethDefaults)
+	}
+}
+
+// TestRunLISPVariant runs the lisp variant with a lispd built from this
+// tree, next to plain. Until lispd's data plane forwards, the variant
+// does not come up: the run must say why, with lispd's log, and measure
+// plain all the same. Once it forwards, it must be measured.
+func TestRunLISPVariant(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds lispd and waits for it")
+	}
+	tr := newTestRun(t, "lisp", "plain", "lisp")
+	tr.opts.Profiles = []string{"gso"}
+	tr.opts.SetupTimeout = 3 * time.Second
+	tr.opts.Lispd = filepath.Join(t.TempDir(), "lispd")
+	if out, err := exec.Command("go", "build", "-o", tr.opts.Lispd, "github.com/amptcp/amptcp/cmd/lispd").CombinedOutput(); err != nil {
+		t.Fatalf("build lispd: %v\n%s", err, out)
+	}
+	res, err := Run(context.Background(), tr.opts)
+	tr.checkClean()
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, lisp := res.Variants[0], res.Variants[1]
+	if !plain.Up || res.Summaries[0].Runs != 1 || res.Summaries[0].Gbps <= 0 {
+		t.Errorf("plain: %+v, %+v", plain, res.Summaries[0])
+	}
+	if lisp.Up {
+		if s := res.Summaries[1]; s.Runs != 1 || s.Gbps <= 0 || s.Ratio == nil {
+			t.Errorf("lisp came up, but: %+v", s)
+		}
+		return
+	}
+	t.Logf("lisp did not come up: %s", lisp.Error)
+	if !strings.Contains(lisp.Error, "lispd") || !strings.Contains(lisp.Error, "log ends with") {
+		t.Errorf("lisp's error names no lispd or lacks its log: %s", lisp.Error)
+	}
+	if len(res.Targets) != 1 || res.Targets[0].Status != NotMeasured {
+		t.Errorf("targets: %+v", res.Targets)
+	}
+	lispd := 0
+	for _, what := range tr.pids {
+		if strings.HasPrefix(what, "lispd") {
+			lispd++
+		}
+	}
+	if lispd != 3 {
+		t.Errorf("%d lispds started, want the map-server and two xtrs: %v", lispd, tr.pids)
+	}
+}
+
+// TestRunInterrupted cancels a run in its first iperf3 run: Run returns
+// soon, says it was interrupted, and leaves nothing behind.
+func TestRunInterrupted(t *testing.T) {
+	tr := newTestRun(t, "int", "plain")
+	tr.opts.Duration = 20 * time.Second
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	started := tr.opts.Started
+	tr.opts.Started = func(what string, pid int) {
+		started(what, pid)
+		if what == "iperf3 client" {
+			time.AfterFunc(500*time.Millisecond, cancel)
+		}
+	}
+	began := time.Now()
+	res, err := Run(ctx, tr.opts)
+	tr.checkClean()
+	if err == nil || !strings.Contains(err.Error(), "interrupted") || res != nil {
+		t.Errorf("Run = %v, %v; want an interruption", res, err)
+	}
+	if took := time.Since(began); took > 10*time.Second {
+		t.Errorf("Run took %v after its cancellation", took)
+	}
+}
