@@ -16,9 +16,10 @@ import (
 // the A bit (the ETR is authoritative). A probe gets the probe bit, and
 // for an EID outside the database (as RTRs get them: ITRs probe the hops
 // of ELPs) a record of the EID with no locators and a TTL of 0, so that
-// nothing caches it. The reply goes to the first ITR-RLOC of the family
-// the request came from, at replyPort: the inner UDP source port of an
-// ECM, the source port of a direct request.
+// nothing caches it. The reply goes to the address the request came from
+// if it is an ITR-RLOC, else to the first ITR-RLOC of its family, at
+// replyPort: the inner UDP source port of an ECM, the source port of a
+// direct request.
 func (x *XTR) HandleRequest(req *lisp.MapRequest, replyPort uint16, src netip.AddrPort, out *control.Outbox) RequestResult {
 	r := x.answer(req, replyPort, src, out)
 	x.counter.requests[r].Add(1)
@@ -29,7 +30,7 @@ func (x *XTR) answer(req *lisp.MapRequest, replyPort uint16, src netip.AddrPort,
 	if len(req.Records) == 0 {
 		return RequestNoRecords
 	}
-	itr, ok := control.ReplyAddr(req.ITRRLOCs, src.Addr())
+	itr, ok := replyAddr(req.ITRRLOCs, src.Addr())
 	if !ok {
 		return RequestNoITRRLOC
 	}
@@ -78,6 +79,20 @@ func (x *XTR) answer(req *lisp.MapRequest, replyPort uint16, src netip.AddrPort,
 		return RequestProbeOther
 	}
 	return RequestAnswered
+}
+
+// replyAddr picks the ITR-RLOC to answer at: the address the request
+// came from when it is one (a probe, sent directly), so that the answer
+// takes the path back that the request took and a probe measures that
+// locator's path alone; else the first ITR-RLOC of the request's family.
+func replyAddr(itrRLOCs []lisp.Address, from netip.Addr) (netip.Addr, bool) {
+	from = from.Unmap()
+	for _, a := range itrRLOCs {
+		if a.IP() == from {
+			return from, true
+		}
+	}
+	return control.ReplyAddr(itrRLOCs, from)
 }
 
 // itrKey is an ITR that asked for a mapping.

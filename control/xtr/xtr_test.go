@@ -347,6 +347,13 @@ func TestAnswerProbes(t *testing.T) {
 	if dst != from || !rep.Probe || rep.Nonce != 0xfeed || len(rep.Records[0].Locators) != 2 {
 		t.Errorf("probe reply to %s: %s", dst, rep)
 	}
+	// A probe from the ITR's second RLOC is answered there: the reply
+	// takes the path back that the probe took.
+	second := netip.MustParseAddrPort("192.0.2.51:4342")
+	h.x.HandleRequest(request("10.1.0.0", true, "192.0.2.50", "192.0.2.51"), second.Port(), second, &out)
+	if dst, _ := reply(t, &out); dst != second {
+		t.Errorf("probe from %s answered at %s", second, dst)
+	}
 	for _, x := range []*XTR{h.x, rtr} {
 		if r := x.HandleRequest(request("10.7.0.1", true, "192.0.2.50"), from.Port(), from, &out); r != RequestProbeOther {
 			t.Fatalf("probe for another EID: %s", r)
