@@ -1,0 +1,245 @@
+package e2e
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/amptcp/amptcp/daemon"
+	"github.com/amptcp/amptcp/internal/testnet"
+)
+
+// tunnelNet is two LISP sites whose xTRs are joined by two underlay
+// links, each xTR with an RLOC on each:
+//
+//	hostA 10.1.0.1 -- xtrA ==(192.0.2.0/30, 192.0.2.4/30)== xtrB -- hostB 10.2.0.1
+//
+// lispd runs on each xTR with the real data plane; xtrA's is also the
+// map-server and map-resolver.
+type tunnelNet struct {
+	hostA, xtrA, xtrB, hostB *testnet.Node
+	siteA, a1, a2, siteB     *testnet.Link
+}
+
+func newTunnelNet(t *testing.T) *tunnelNet {
+	n := testnet.New(t)
+	s := &tunnelNet{hostA: n.Node("hosta"), xtrA: n.Node("xtra"), xtrB: n.Node("xtrb"), hostB: n.Node("hostb")}
+	s.siteA = n.Link(s.hostA, s.xtrA, "10.1.0.1/24", "10.1.0.254/24")
+	s.a1 = n.Link(s.xtrA, s.xtrB, "192.0.2.1/30", "192.0.2.2/30")
+	s.a2 = n.Link(s.xtrA, s.xtrB, "192.0.2.5/30", "192.0.2.6/30")
+	s.siteB = n.Link(s.xtrB, s.hostB, "10.2.0.254/24", "10.2.0.1/24")
+	s.hostA.AddRoute("default", "10.1.0.254")
+	s.hostB.AddRoute("default", "10.2.0.254")
+	s.xtrA.EnableForwarding()
+	s.xtrB.EnableForwarding()
+	return s
+}
+
+const tunnelKey = "tunnel secret"
+
+// xtrLispdConfig is the configuration of an xTR's lispd: its site's
+// prefix through both its RLOCs, registered with 192.0.2.1 without
+// asking for proxy replies (so that the map-resolver forwards requests to
+// it), RLOC probing every 200ms. extra adds roles' sections.
+func xtrLispdConfig(sock, roles, eidIface, rloc1, rloc2, prefix, rloc1Addr, rloc2Addr, extra string) string {
+	return fmt.Sprintf(`
+roles: [%s]
+listen: ["0.0.0.0"]
+log: {level: debug}
+control: {socket: %s}
+dataplane: {eid-interfaces: [%s], rloc-interfaces: [%s, %s]}
+map-cache: {map-resolvers: [192.0.2.1], probe-interval: 200ms, probe-misses: 3}
+xtr:
+  database-mappings:
+    - eid-prefix: %s
+      locators:
+        - {address: %s, priority: 1, weight: 50}
+        - {address: %s, priority: 1, weight: 50}
+  map-servers: [{address: 192.0.2.1, secret: %q}]
+%s`, roles, sock, eidIface, rloc1, rloc2, prefix, rloc1Addr, rloc2Addr, tunnelKey, extra)
+}
+
+// startTunnelLispd runs lispd with cfg in nd and waits for its control
+// socket.
+func startTunnelLispd(t *testing.T, nd *testnet.Node, name, cfg string) string {
+	t.Helper()
+	dir := t.TempDir()
+	sock := filepath.Join(dir, name+".sock")
+	path := filepath.Join(dir, name+".yaml")
+	if err := os.WriteFile(path, []byte(strings.ReplaceAll(cfg, "{sock}", sock)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := nd.Start(t, filepath.Join(bin, "lispd"), "-config", path)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := daemon.QueryStatus(sock); err == nil {
+			return sock
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("lispd %s did not start:\n%s", name, p.Output())
+		}
+	}
+}
+
+func tunnelStatus(t *testing.T, sock string) *daemon.Status {
+	t.Helper()
+	st, err := daemon.QueryStatus(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// transferTCP sends n random bytes from hostA to a server on hostB that
+// hashes them, and checks the hash. The first SYN finds no mapping: the
+// ITR drops it and resolves, and TCP's retransmission gets through.
+func (s *tunnelNet) transferTCP(t *testing.T, n int) {
+	t.Helper()
+	ln, err := s.hostB.Listen("tcp", "10.2.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	got := make(chan [32]byte, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			close(got)
+			return
+		}
+		defer c.Close()
+		h := sha256.New()
+		io.Copy(h, c)
+		got <- [32]byte(h.Sum(nil))
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := s.hostA.Dial(ctx, &net.Dialer{}, "tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	data := make([]byte, n)
+	for i := range data {
+		data[i] = byte(rand.Uint32())
+	}
+	c.SetDeadline(time.Now().Add(30 * time.Second))
+	if _, err := c.Write(data); err != nil {
+		t.Fatalf("write: %v", err)
+	}
+	c.(*net.TCPConn).CloseWrite()
+	select {
+	case h, ok := <-got:
+		if !ok || h != sha256.Sum256(data) {
+			t.Fatal("the server received other bytes than were sent")
+		}
+	case <-ctx.Done():
+		t.Fatal("transfer timed out")
+	}
+}
+
+// TestTunnelRouters runs lispd's xtr role with the eBPF data plane: TCP
+// between two sites crosses the overlay on mappings that only the control
+// plane installed (a miss, a Map-Request forwarded to the other xTR, its
+// Map-Reply), and when an underlay link fails, RLOC probing takes its
+// path down and the traffic moves to the other.
+func TestTunnelRouters(t *testing.T) {
+	s := newTunnelNet(t)
+	sockA := startTunnelLispd(t, s.xtrA, "xtra", xtrLispdConfig("{sock}", "map-server, map-resolver, xtr",
+		s.siteA.Iface(s.xtrA), s.a1.Iface(s.xtrA), s.a2.Iface(s.xtrA), "10.1.0.0/24", "192.0.2.1", "192.0.2.5", `
+metrics: {listen: "127.0.0.1:9342"}
+map-server:
+  sites:
+    - {name: a, keys: [{id: 0, secret: "`+tunnelKey+`"}], eid-prefixes: [{prefix: 10.1.0.0/24}]}
+    - {name: b, keys: [{id: 0, secret: "`+tunnelKey+`"}], eid-prefixes: [{prefix: 10.2.0.0/24}]}
+`))
+	sockB := startTunnelLispd(t, s.xtrB, "xtrb", xtrLispdConfig("{sock}", "xtr",
+		s.siteB.Iface(s.xtrB), s.a1.Iface(s.xtrB), s.a2.Iface(s.xtrB), "10.2.0.0/24", "192.0.2.2", "192.0.2.6", ""))
+	waitFor(t, "both xTRs registered", func() bool {
+		a, b := tunnelStatus(t, sockA), tunnelStatus(t, sockB)
+		return a.XTR.MapServers[0].State == "registered" && b.XTR.MapServers[0].State == "registered"
+	})
+
+	t.Run("TCP on resolved mappings", func(t *testing.T) {
+		s.transferTCP(t, 4<<20)
+		a := tunnelStatus(t, sockA)
+		var entry string
+		for _, e := range a.MapCache {
+			if e.EIDPrefix == "10.2.0.0/24" {
+				entry = fmt.Sprintf("%s from %s, %d paths", e.Action, e.Source, len(e.Paths))
+			}
+		}
+		// The map-resolver forwarded the request; xtrB answered it.
+		if entry != "encapsulate from 192.0.2.2:4342, 2 paths" {
+			t.Errorf("xtrA's entry for site b: %q\n%+v", entry, a.MapCache)
+		}
+		if a.Counters.Forwarded == 0 || a.Dataplane.Counters["itr_encapsulated"] == 0 || a.Dataplane.Counters["etr_decapsulated"] == 0 {
+			t.Errorf("xtrA: forwarded %d, data plane %v", a.Counters.Forwarded, a.Dataplane)
+		}
+		if b := tunnelStatus(t, sockB); b.Counters.Tunnel.RequestsAnswered["answered"] == 0 {
+			t.Errorf("xtrB answered no Map-Request: %+v", b.Counters.Tunnel)
+		}
+	})
+
+	t.Run("a failed link's path goes down and traffic moves", func(t *testing.T) {
+		waitFor(t, "both of site b's RLOCs to answer probes", func() bool {
+			p := tunnelStatus(t, sockA).Probes
+			return len(p) == 2 && p[0].Answered > 0 && p[1].Answered > 0
+		})
+		if err := s.a2.SetDown(); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "192.0.2.6 to go down", func() bool {
+			for _, e := range tunnelStatus(t, sockA).MapCache {
+				if e.EIDPrefix == "10.2.0.0/24" {
+					return e.Paths[0].Up && !e.Paths[1].Up
+				}
+			}
+			return false
+		})
+		before := tunnelStatus(t, sockA).Dataplane.Counters
+		s.transferTCP(t, 4<<20)
+		after := tunnelStatus(t, sockA).Dataplane.Counters
+		if moved, stuck := after["itr_path0_bytes"]-before["itr_path0_bytes"], after["itr_path1_bytes"]-before["itr_path1_bytes"]; moved < 4<<20 || stuck != 0 {
+			t.Errorf("with 192.0.2.6 down: %d bytes on path 0, %d on path 1", moved, stuck)
+		}
+		if err := s.a2.SetUp(); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "192.0.2.6 to come back", func() bool {
+			for _, e := range tunnelStatus(t, sockA).MapCache {
+				if e.EIDPrefix == "10.2.0.0/24" {
+					return e.Paths[0].Up && e.Paths[1].Up
+				}
+			}
+			return false
+		})
+	})
+
+	t.Run("lispd status and metrics", func(t *testing.T) {
+		out, err := s.xtrA.Exec(t, filepath.Join(bin, "lispd"), "status", "-socket", sockA)
+		if err != nil {
+			t.Fatalf("lispd status: %v\n%s", err, out)
+		}
+		for _, want := range []string{"map-server 192.0.2.1:4342  registered", "10.2.0.0/24  encapsulate, from 192.0.2.2:4342",
+			"path 1  up  priority/weight 1/50  192.0.2.6", "RLOC probes", "data plane:"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("lispd status lacks %q:\n%s", want, out)
+			}
+		}
+		m := scrape(t, s.xtrA)
+		for _, metric := range []string{`lispd_locator_up{locator="192.0.2.6"}`, `lispd_xtr_map_notifies_total{result="accepted"}`,
+			`lispd_dataplane_packets_total{counter="itr_encapsulated"}`, `lispd_map_cache_records_total{result="installed"}`} {
+			if m[metric] < 1 {
+				t.Errorf("%s = %v", metric, m[metric])
+			}
+		}
+	})
+}
