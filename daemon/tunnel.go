@@ -69,6 +69,7 @@ func (d *Daemon) newTunnel(cfg *config.Config, newDP DataplaneFunc) (*tunnel, er
 	dp, err := newDP(cfg.Dataplane, dataplane.Options{
 		MapCacheEntries: cfg.MapCache.MaxEntries,
 		MissInterval:    cfg.MapCache.MissInterval.Duration,
+		RTR:             cfg.Has(config.RoleRTR),
 		Log:             d.log,
 	})
 	if err != nil {

@@ -67,7 +67,11 @@ func TestTunnelRoutersInNamespace(t *testing.T) {
 	dp1, dp3 := newFakeDP(), newFakeDP("127.0.0.3")
 	ms := runDaemon(t, msXTRConfig, nd.Do, dp1.option())
 	itr := runDaemon(t, itrConfig, nd.Do, dp3.option())
-	rtr := runDaemon(t, rtrConfig, nd.Do, newFakeDP().option())
+	dp4 := newFakeDP()
+	rtr := runDaemon(t, rtrConfig, nd.Do, dp4.option())
+	if dp4.opts.RTR == dp3.opts.RTR {
+		t.Errorf("data plane options: RTR %v for the rtr, %v for the xtr", dp4.opts.RTR, dp3.opts.RTR)
+	}
 
 	waitFor(t, "both sites registered", func() bool {
 		return len(ms.status(t).MapServer.Sites[0].Registrations) == 1 && len(ms.status(t).MapServer.Sites[1].Registrations) == 1
