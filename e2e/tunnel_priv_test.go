@@ -243,3 +243,90 @@ map-server:
 		}
 	})
 }
+
+// TestRTROnExplicitLocatorPath runs the rtr role with the eBPF data plane:
+// site b registers an ELP through the RTR, so xtrA encapsulates to the RTR,
+// whose data plane misses on the inner destination; its lispd resolves it
+// and the RTR re-encapsulates to xtrB. The way back is a plain RLOC,
+// routed through the RTR's node as any IP packet.
+//
+//	hostA 10.1.0.1 -- xtrA 192.0.2.1 -- 192.0.2.2 rtr 192.0.2.5 -- 192.0.2.6 xtrB -- hostB 10.2.0.1
+func TestRTROnExplicitLocatorPath(t *testing.T) {
+	n := testnet.New(t)
+	s := &tunnelNet{hostA: n.Node("hosta"), xtrA: n.Node("xtra"), xtrB: n.Node("xtrb"), hostB: n.Node("hostb")}
+	rtr := n.Node("rtr")
+	s.siteA = n.Link(s.hostA, s.xtrA, "10.1.0.1/24", "10.1.0.254/24")
+	l1 := n.Link(s.xtrA, rtr, "192.0.2.1/30", "192.0.2.2/30")
+	l2 := n.Link(rtr, s.xtrB, "192.0.2.5/30", "192.0.2.6/30")
+	s.siteB = n.Link(s.xtrB, s.hostB, "10.2.0.254/24", "10.2.0.1/24")
+	s.hostA.AddRoute("default", "10.1.0.254")
+	s.hostB.AddRoute("default", "10.2.0.254")
+	s.xtrA.AddRoute("192.0.2.4/30", "192.0.2.2")
+	s.xtrB.AddRoute("192.0.2.0/30", "192.0.2.5")
+	for _, nd := range []*testnet.Node{s.xtrA, rtr, s.xtrB} {
+		nd.EnableForwarding()
+	}
+	site := func(roles, eidIface, rlocIface, prefix, locator, extra string) string {
+		return fmt.Sprintf(`
+roles: [%s]
+listen: ["0.0.0.0"]
+log: {level: debug}
+control: {socket: "{sock}"}
+dataplane: {eid-interfaces: [%s], rloc-interfaces: [%s]}
+map-cache: {map-resolvers: [192.0.2.1], probe-interval: 200ms}
+xtr:
+  database-mappings: [{eid-prefix: %s, locators: [%s]}]
+  map-servers: [{address: 192.0.2.1, secret: %q}]
+%s`, roles, eidIface, rlocIface, prefix, locator, tunnelKey, extra)
+	}
+	sockA := startTunnelLispd(t, s.xtrA, "xtra", site("map-server, map-resolver, xtr", s.siteA.Iface(s.xtrA), l1.Iface(s.xtrA),
+		"10.1.0.0/24", "{address: 192.0.2.1, priority: 1, weight: 100}", `
+map-server:
+  sites:
+    - {name: a, keys: [{id: 0, secret: "`+tunnelKey+`"}], eid-prefixes: [{prefix: 10.1.0.0/24}]}
+    - {name: b, keys: [{id: 0, secret: "`+tunnelKey+`"}], eid-prefixes: [{prefix: 10.2.0.0/24}]}
+`))
+	sockB := startTunnelLispd(t, s.xtrB, "xtrb", site("xtr", s.siteB.Iface(s.xtrB), l2.Iface(s.xtrB),
+		"10.2.0.0/24", "{elp: [{address: 192.0.2.2, probe: true}, 192.0.2.6], priority: 1, weight: 100}", ""))
+	sockR := startTunnelLispd(t, rtr, "rtr", fmt.Sprintf(`
+roles: [rtr]
+listen: ["0.0.0.0"]
+log: {level: debug}
+control: {socket: "{sock}"}
+dataplane: {rloc-interfaces: [%s, %s]}
+map-cache: {map-resolvers: [192.0.2.1], probe-interval: 0s}
+`, l1.Iface(rtr), l2.Iface(rtr)))
+	waitFor(t, "both xTRs registered", func() bool {
+		a, b := tunnelStatus(t, sockA), tunnelStatus(t, sockB)
+		return a.XTR.MapServers[0].State == "registered" && b.XTR.MapServers[0].State == "registered"
+	})
+
+	s.transferTCP(t, 4<<20)
+
+	a, r := tunnelStatus(t, sockA), tunnelStatus(t, sockR)
+	var entryA, entryR string
+	for _, e := range a.MapCache {
+		if e.EIDPrefix == "10.2.0.0/24" && len(e.Paths) == 1 {
+			entryA = fmt.Sprintf("%s %s -> %s", e.Action, e.Paths[0].Hops[0].Address, e.Paths[0].Hops[1].Address)
+		}
+	}
+	for _, e := range r.MapCache {
+		if e.EIDPrefix == "10.2.0.0/24" {
+			entryR = e.Action
+		}
+	}
+	if entryA != "encapsulate 192.0.2.2 -> 192.0.2.6" || entryR != "encapsulate" {
+		t.Errorf("site b's entry at xtrA %q, at the RTR %q", entryA, entryR)
+	}
+	if c := r.Dataplane.Counters; c["rtr_reencapsulated"] == 0 || c["rtr_miss"] == 0 {
+		t.Errorf("RTR data plane: %v", r.Dataplane)
+	}
+	if c := r.Counters.Tunnel; c.Misses == 0 || c.MapReplyRecords["installed"] == 0 || c.RequestsAnswered["probe-other-eid"] == 0 {
+		t.Errorf("RTR control plane: %+v", c)
+	}
+	// xtrA probes the RTR, a hop of the ELP, and xtrB, its end.
+	waitFor(t, "xtrA's probes of the ELP's hops", func() bool {
+		p := tunnelStatus(t, sockA).Probes
+		return len(p) == 2 && p[0].Address == "192.0.2.2" && p[0].Up && p[0].Answered > 0 && p[1].Answered > 0
+	})
+}
