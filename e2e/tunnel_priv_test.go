@@ -2,10 +2,7 @@ package e2e
 
 import (
 	"context"
-	"crypto/sha256"
 	"fmt"
-	"io"
-	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
@@ -102,46 +99,10 @@ func tunnelStatus(t *testing.T, sock string) *daemon.Status {
 // ITR drops it and resolves, and TCP's retransmission gets through.
 func (s *tunnelNet) transferTCP(t *testing.T, n int) {
 	t.Helper()
-	ln, err := s.hostB.Listen("tcp", "10.2.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	got := make(chan [32]byte, 1)
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			close(got)
-			return
-		}
-		defer c.Close()
-		h := sha256.New()
-		io.Copy(h, c)
-		got <- [32]byte(h.Sum(nil))
-	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := s.hostA.Dial(ctx, &net.Dialer{}, "tcp", ln.Addr().String())
-	if err != nil {
+	if err := sendHashed(ctx, s.hostA, s.hostB, &net.Dialer{}, "10.2.0.1", n); err != nil {
 		t.Fatal(err)
-	}
-	defer c.Close()
-	data := make([]byte, n)
-	for i := range data {
-		data[i] = byte(rand.Uint32())
-	}
-	c.SetDeadline(time.Now().Add(30 * time.Second))
-	if _, err := c.Write(data); err != nil {
-		t.Fatalf("write: %v", err)
-	}
-	c.(*net.TCPConn).CloseWrite()
-	select {
-	case h, ok := <-got:
-		if !ok || h != sha256.Sum256(data) {
-			t.Fatal("the server received other bytes than were sent")
-		}
-	case <-ctx.Done():
-		t.Fatal("transfer timed out")
 	}
 }
 
