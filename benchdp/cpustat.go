@@ -47,3 +47,25 @@ func (s cpuStat) use(before cpuStat) CPUUse {
 	u.Busy = u.User + u.System + u.Softirq
 	return u
 }
+
+// procTicks is the CPU time, user and system, of a process from the
+// contents of its /proc/PID/stat, in USER_HZ ticks.
+func procTicks(stat []byte) (uint64, error) {
+	// The command name, in parentheses, may hold spaces: count the fields
+	// after its closing parenthesis (utime and stime are fields 14 and 15).
+	s := string(stat)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("read a process's stat: no command name in %q", s)
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 13 {
+		return 0, fmt.Errorf("read a process's stat: %d fields after the command name", len(f))
+	}
+	utime, err1 := strconv.ParseUint(f[11], 10, 64)
+	stime, err2 := strconv.ParseUint(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("read a process's stat: utime %q, stime %q", f[11], f[12])
+	}
+	return utime + stime, nil
+}

@@ -27,3 +27,16 @@ func TestCPUStat(t *testing.T) {
 		}
 	}
 }
+
+func TestProcTicks(t *testing.T) {
+	// A thread of Go's named with a space and a parenthesis.
+	stat := "4321 (go (x) y) S 1 4321 4321 0 -1 4194560 2139 0 0 0 151 27 0 0 20 0 9 0 12345 1276660736 8987 18446744073709551615\n"
+	if n, err := procTicks([]byte(stat)); err != nil || n != 178 {
+		t.Errorf("procTicks = %d, %v; want 151+27", n, err)
+	}
+	for _, bad := range []string{"", "4321 go S 1", "4321 (go) S 1 2 3", "4321 (go) S 1 4321 4321 0 -1 4194560 2139 0 0 0 x 27 0"} {
+		if _, err := procTicks([]byte(bad)); err == nil {
+			t.Errorf("procTicks(%q) = nil error", bad)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -144,6 +145,13 @@ func (r *run) iperf(ctx context.Context, p *path, res *Measurement) error {
 	if err != nil {
 		return err
 	}
+	// The path's programs (the iperf3 server, lispd) and the softirq
+	// threads: their CPU time before and after.
+	own := slices.Clone(r.softirqd)
+	for _, pr := range p.procs {
+		own = append(own, pr.pid())
+	}
+	ownBefore := ticksOf(own)
 	statBefore, err := readCPUStat()
 	if err != nil {
 		return err
@@ -164,6 +172,7 @@ func (r *run) iperf(ctx context.Context, p *path, res *Measurement) error {
 	if err != nil {
 		return err
 	}
+	ownTicks := ticksOf(own) - ownBefore
 	srvAfter, err := p.server.counters(p.serverLink.iface(p.server))
 	if err != nil {
 		return err
@@ -196,8 +205,10 @@ func (r *run) iperf(ctx context.Context, p *path, res *Measurement) error {
 	res.UnderlayMpps, res.UnderlayBytesPerPacket = rates(res.UnderlayPackets, res.UnderlayPacketBytes, ip.Seconds)
 	res.CPU = statAfter.use(statBefore)
 	res.CPU.Iperf3Client = pr.cpuTime().Seconds()
+	res.CPU.Own = res.CPU.Iperf3Client + float64(ownTicks)/userHZ
 	if gbit := float64(ip.Bytes) * 8 / 1e9; gbit > 0 {
 		res.CPUPerGbps = res.CPU.Busy / gbit
+		res.OwnCPUPerGbps = res.CPU.Own / gbit
 	}
 	// iperf3 -C sets the congestion control on its sockets (as root: a
 	// namespace may default only to those of the host-wide
@@ -215,6 +226,43 @@ func rates(packets, bytes uint64, seconds float64) (mpps, perPacket float64) {
 		return 0, 0
 	}
 	return float64(packets) / seconds / 1e6, float64(bytes) / float64(packets)
+}
+
+// ticksOf sums the CPU time of processes, in USER_HZ ticks; one that
+// cannot be read counts nothing.
+func ticksOf(pids []int) uint64 {
+	var sum uint64
+	for _, pid := range pids {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if err != nil {
+			continue
+		}
+		if n, err := procTicks(b); err == nil {
+			sum += n
+		}
+	}
+	return sum
+}
+
+// softirqThreads are the PIDs of the kernel's ksoftirqd threads, which
+// run the softirqs that overflow from where they were raised.
+func softirqThreads() []int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		comm, err := os.ReadFile("/proc/" + e.Name() + "/comm")
+		if err == nil && strings.HasPrefix(string(comm), "ksoftirqd/") {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
 
 func readCPUStat() (cpuStat, error) {

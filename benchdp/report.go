@@ -18,8 +18,8 @@ func WriteText(w io.Writer, r *Result) error {
 	for _, p := range r.Profiles {
 		fmt.Fprintf(&b, "\nprofile %s: %s\n", p.Name, wrap(p.Description, 96, "  "))
 		row := func(cols ...string) { b.WriteString(columns(tableCols, cols) + "\n") }
-		row("", "", "", "", "", "server link", "underlay")
-		row("variant", "streams", "Gbit/s", "(min-max)", "ratio", "Mpps", "B/pkt", "Mpps", "B/pkt", "CPU/Gbit/s", "retr")
+		row("", "", "", "", "", "server link", "underlay", "CPU/Gbit/s")
+		row("variant", "streams", "Gbit/s", "(min-max)", "ratio", "Mpps", "B/pkt", "Mpps", "B/pkt", "machine", "own", "retr")
 		for _, s := range r.Summaries {
 			if s.Profile != p.Name {
 				continue
@@ -34,7 +34,8 @@ func WriteText(w io.Writer, r *Result) error {
 			}
 			row(s.Variant, strconv.Itoa(s.Streams), gbps(s.Gbps), fmt.Sprintf("(%s-%s)", gbps(s.GbpsMin), gbps(s.GbpsMax)), ratio,
 				mpps(s.Mpps), thousands(s.BytesPerPacket), mpps(s.UnderlayMpps), thousands(s.UnderlayBytesPerPacket),
-				strconv.FormatFloat(s.CPUPerGbps, 'f', 3, 64), strconv.FormatFloat(s.Retransmits, 'f', 0, 64))
+				strconv.FormatFloat(s.CPUPerGbps, 'f', 3, 64), strconv.FormatFloat(s.OwnCPUPerGbps, 'f', 3, 64),
+				strconv.FormatFloat(s.Retransmits, 'f', 0, 64))
 			if s.Runs < r.Repetitions {
 				fmt.Fprintf(&b, "  %-9s %7s  only %d of %d runs measured: %s\n", "", "", s.Runs, r.Repetitions, firstLine(s.Error))
 			}
@@ -78,7 +79,8 @@ func WriteText(w io.Writer, r *Result) error {
 	fmt.Fprintf(&b, "Gbit/s is the receiver's goodput; ratio is to the reference measured in the same repetition.\n")
 	fmt.Fprintf(&b, "Mpps and B/pkt: packets into the server's link and into r3 from the underlay, as the receiving ends count them\n")
 	fmt.Fprintf(&b, "  (a GSO/GRO super-packet is one; on the underlay, before GRO).\n")
-	fmt.Fprintf(&b, "CPU/Gbit/s: cores busy on the whole machine (both iperf3 ends included) per Gbit/s of goodput.\n")
+	fmt.Fprintf(&b, "CPU/Gbit/s: cores busy per Gbit/s of goodput, both iperf3 ends included: on the whole machine, and\n")
+	fmt.Fprintf(&b, "  own: iperf3, lispd and ksoftirqd only (what other processes of a shared machine do is left out).\n")
 	e := r.Environment
 	var steal, busy float64
 	for _, run := range r.Runs {
@@ -109,8 +111,8 @@ type column struct {
 // rates spans two columns each.
 var (
 	tableCols = []column{{9, false}, {7, true}, {7, true}, {15, false}, {15, false},
-		{6, true}, {7, true}, {7, true}, {7, true}, {10, true}, {6, true}}
-	spanCols   = []column{{9, false}, {7, true}, {7, true}, {15, false}, {15, false}, {14, true}, {15, true}}
+		{6, true}, {7, true}, {7, true}, {7, true}, {7, true}, {6, true}, {6, true}}
+	spanCols   = []column{{9, false}, {7, true}, {7, true}, {15, false}, {15, false}, {14, true}, {15, true}, {14, true}}
 	targetCols = []column{{5, false}, {9, false}, {8, false}, {9, false}, {30, false}, {28, false}, {0, false}}
 )
 

@@ -50,11 +50,11 @@ func TestWriteText(t *testing.T) {
 		"profile gso: veth defaults",
 		"profile wire: NIC-like underlay",
 		// plain, 1 stream, lost its first run: the median of two.
-		"                                                               server link        underlay\n" +
-			"  variant   streams  Gbit/s (min-max)       ratio             Mpps   B/pkt    Mpps   B/pkt CPU/Gbit/s   retr\n" +
-			"  plain           1   13.50 (13.50-13.50)                    0.135  64,000   1.350   1,500      0.074      2\n",
+		"                                                               server link        underlay     CPU/Gbit/s\n" +
+			"  variant   streams  Gbit/s (min-max)       ratio             Mpps   B/pkt    Mpps   B/pkt machine    own   retr\n" +
+			"  plain           1   13.50 (13.50-13.50)                    0.135  64,000   1.350   1,500   0.074  0.037      2\n",
 		"only 2 of 3 runs measured: iperf3: unable to connect to server: Connection refused",
-		"  vxlan           4   28.50 (28.50-28.50)   0.84 × plain     0.285  64,000   2.850   1,500      0.035      2",
+		"  vxlan           4   28.50 (28.50-28.50)   0.84 × plain     0.285  64,000   2.850   1,500   0.035  0.018      2\n",
 		"  lisp-rtr        1  did not come up: lispd xtr on r1 exited: exit status 1",
 		"  gso   1 stream  ITR/ETR: lisp      ≥ 0.95 × plain and > vxlan     1.04 × plain, 1.24 × vxlan   MET\n",
 		"  wire  4 streams ITR/ETR: lisp      ≥ 0.95 × plain and > vxlan     0.52 × plain, 0.62 × vxlan   MISSED\n",

@@ -62,9 +62,11 @@ type Measurement struct {
 	// CPU is the machine's, from /proc/stat, over the whole iperf3 run.
 	CPU CPUUse `json:"cpu"`
 	// CPUPerGbps is CPU.Busy over the gigabits received: cores busy per
-	// Gbit/s of goodput, the endpoints' TCP work included.
-	CPUPerGbps  float64 `json:"cpu_per_gbps"`
-	WallSeconds float64 `json:"wall_seconds"`
+	// Gbit/s of goodput, the endpoints' TCP work included. OwnCPUPerGbps
+	// is the same of CPU.Own.
+	CPUPerGbps    float64 `json:"cpu_per_gbps"`
+	OwnCPUPerGbps float64 `json:"own_cpu_per_gbps"`
+	WallSeconds   float64 `json:"wall_seconds"`
 }
 
 // CPUUse is CPU time spent during a run, in seconds, summed over CPUs.
@@ -76,8 +78,14 @@ type CPUUse struct {
 	Idle    float64 `json:"idle"`    // with iowait
 	// Steal is time the hypervisor gave to others: a noisy host.
 	Steal float64 `json:"steal"`
-	// Iperf3Client is the client process's own user and system time.
-	Iperf3Client float64 `json:"iperf3_client"`
+	// Own is the CPU time of what the bench ran and the kernel's softirq
+	// threads: iperf3's client and server and the path's lispds (user and
+	// system time, which includes the softirqs that ran in their context)
+	// and the ksoftirqd threads. Unlike Busy it leaves out what other
+	// processes of a shared machine did, but also softirqs that ran while
+	// they were interrupted.
+	Own          float64 `json:"own"`
+	Iperf3Client float64 `json:"iperf3_client"` // part of Own
 }
 
 // Summary is the medians of the repetitions of one measurement.
@@ -98,6 +106,7 @@ type Summary struct {
 	UnderlayMpps           float64 `json:"underlay_mpps"`
 	UnderlayBytesPerPacket float64 `json:"underlay_bytes_per_packet"`
 	CPUPerGbps             float64 `json:"cpu_per_gbps"`
+	OwnCPUPerGbps          float64 `json:"own_cpu_per_gbps"`
 	Retransmits            float64 `json:"retransmits"`
 	// Reference is the variant compared with; Ratio the median over the
 	// repetitions of this variant's goodput over the reference's in the
@@ -210,7 +219,7 @@ func (r *Result) summarize() {
 
 func summary(k key, runs []Measurement) Summary {
 	s := Summary{Profile: k.profile, Variant: k.variant, Streams: k.streams}
-	var gbps, mpps, bpp, umpps, ubpp, cpu, retr []float64
+	var gbps, mpps, bpp, umpps, ubpp, cpu, own, retr []float64
 	for _, run := range runs {
 		if run.Error != "" {
 			if s.Error == "" {
@@ -224,6 +233,7 @@ func summary(k key, runs []Measurement) Summary {
 		umpps = append(umpps, run.UnderlayMpps)
 		ubpp = append(ubpp, run.UnderlayBytesPerPacket)
 		cpu = append(cpu, run.CPUPerGbps)
+		own = append(own, run.OwnCPUPerGbps)
 		if run.Iperf != nil {
 			retr = append(retr, float64(run.Iperf.Retransmits))
 		}
@@ -235,7 +245,7 @@ func summary(k key, runs []Measurement) Summary {
 	s.Gbps, s.GbpsMin, s.GbpsMax = median(gbps), slices.Min(gbps), slices.Max(gbps)
 	s.Mpps, s.BytesPerPacket = median(mpps), median(bpp)
 	s.UnderlayMpps, s.UnderlayBytesPerPacket = median(umpps), median(ubpp)
-	s.CPUPerGbps, s.Retransmits = median(cpu), median(retr)
+	s.CPUPerGbps, s.OwnCPUPerGbps, s.Retransmits = median(cpu), median(own), median(retr)
 	return s
 }
 

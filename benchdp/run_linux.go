@@ -44,6 +44,7 @@ func Run(ctx context.Context, opts Options) (res *Result, err error) {
 	if opts.Pin {
 		r.pin = cpus()
 	}
+	r.softirqd = softirqThreads()
 	if opts.Keep {
 		r.progress("keeping configurations, logs and iperf3's output in %s", dir)
 	} else {
@@ -79,7 +80,10 @@ type run struct {
 	pin    pinning
 	ifaces *ifSeq
 	paths  []*path // every path built, up or not, for cleanup
-	res    Result
+	// softirqd are the ksoftirqd threads, whose CPU time counts as the
+	// runs' own.
+	softirqd []int
+	res      Result
 }
 
 func (r *run) progress(format string, args ...any) {

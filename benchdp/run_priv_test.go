@@ -92,6 +92,7 @@ func TestRunPlainAndVXLAN(t *testing.T) {
 	for _, r := range res.Runs {
 		if r.Error != "" || r.Gbps <= 0 || r.Iperf == nil || r.Iperf.Bytes == 0 || r.Packets == 0 ||
 			r.Mpps <= 0 || r.UnderlayMpps <= 0 || r.CPU.Busy <= 0 || r.CPUPerGbps <= 0 ||
+			r.CPU.Own <= 0 || r.CPU.Own < r.CPU.Iperf3Client || r.OwnCPUPerGbps <= 0 ||
 			r.Iperf.SenderCongestion != "cubic" {
 			t.Errorf("run %+v, iperf3 %+v", r, r.Iperf)
 		}
@@ -120,17 +121,16 @@ func TestRunPlainAndVXLAN(t *testing.T) {
 	}
 }
 
-// TestRunLISPVariant runs the lisp variant with a lispd built from this
-// tree, next to plain. Until lispd's data plane forwards, the variant
-// does not come up: the run must say why, with lispd's log, and measure
-// plain all the same. Once it forwards, it must be measured.
-func TestRunLISPVariant(t *testing.T) {
+// TestRunLISPVariants runs the lisp and lisp-rtr variants with a lispd
+// built from this tree, next to plain, plain-3 and vxlan: both come up through
+// the mapping system and are measured, the RTR's path included, and
+// the targets are judged.
+func TestRunLISPVariants(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds lispd and waits for it")
 	}
-	tr := newTestRun(t, "lisp", "plain", "lisp")
+	tr := newTestRun(t, "lisp", "plain", "plain-3", "vxlan", "lisp", "lisp-rtr")
 	tr.opts.Profiles = []string{"gso"}
-	tr.opts.SetupTimeout = 3 * time.Second
 	tr.opts.Lispd = filepath.Join(t.TempDir(), "lispd")
 	if out, err := exec.Command("go", "build", "-o", tr.opts.Lispd, "github.com/amptcp/amptcp/cmd/lispd").CombinedOutput(); err != nil {
 		t.Fatalf("build lispd: %v\n%s", err, out)
@@ -140,22 +140,34 @@ func TestRunLISPVariant(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	plain, lisp := res.Variants[0], res.Variants[1]
-	if !plain.Up || res.Summaries[0].Runs != 1 || res.Summaries[0].Gbps <= 0 {
-		t.Errorf("plain: %+v, %+v", plain, res.Summaries[0])
-	}
-	if lisp.Up {
-		if s := res.Summaries[1]; s.Runs != 1 || s.Gbps <= 0 || s.Ratio == nil {
-			t.Errorf("lisp came up, but: %+v", s)
+	for _, v := range res.Variants {
+		if !v.Up {
+			t.Errorf("%s did not come up: %s", v.Name, v.Error)
 		}
-		return
 	}
-	t.Logf("lisp did not come up: %s", lisp.Error)
-	if !strings.Contains(lisp.Error, "lispd") || !strings.Contains(lisp.Error, "log ends with") {
-		t.Errorf("lisp's error names no lispd or lacks its log: %s", lisp.Error)
+	want := map[string]string{"plain": "", "plain-3": "", "vxlan": "plain", "lisp": "plain", "lisp-rtr": "plain-3"}
+	for _, s := range res.Summaries {
+		ref, ok := want[s.Variant]
+		delete(want, s.Variant)
+		if !ok || s.Runs != 1 || s.Gbps <= 0 || s.Reference != ref || (ref != "") != (s.Ratio != nil) {
+			t.Errorf("summary %+v", s)
+		}
 	}
-	if len(res.Targets) != 1 || res.Targets[0].Status != NotMeasured {
-		t.Errorf("targets: %+v", res.Targets)
+	if len(want) > 0 {
+		t.Errorf("not measured: %v", want)
+	}
+	for _, r := range res.Runs {
+		if r.UnderlayPackets == 0 {
+			t.Errorf("%s: no packet counted on the underlay", r.Variant)
+		}
+	}
+	if len(res.Targets) != 2 {
+		t.Fatalf("targets: %+v", res.Targets)
+	}
+	for _, tg := range res.Targets {
+		if tg.Status != Met && tg.Status != Missed {
+			t.Errorf("target %+v not judged", tg)
+		}
 	}
 	lispd := 0
 	for _, what := range tr.pids {
@@ -163,8 +175,8 @@ func TestRunLISPVariant(t *testing.T) {
 			lispd++
 		}
 	}
-	if lispd != 3 {
-		t.Errorf("%d lispds started, want the map-server and two xtrs: %v", lispd, tr.pids)
+	if lispd != 7 {
+		t.Errorf("%d lispds started, want a map-server and two xtrs per variant and an rtr: %v", lispd, tr.pids)
 	}
 }
 

@@ -17,7 +17,7 @@ type command struct {
 }
 
 var commands = []command{
-	{"bench", "map-request [opts]", "measure lispd as map-server and map-resolver over loopback UDP", runBench},
+	{"bench", "BENCHMARK [opts]", "measure lispd: map-request (the mapping system), dataplane (data paths)", runBench},
 	{"decode", "[-data] [HEX...]", "decode a LISP control message or data header written in hex", runDecode},
 	{"lig", "[flags] EID", "ask a map-resolver for the mapping of an EID (LISP Internet Groper)", runLig},
 	{"version", "", "print the version", func(_ []string, _ io.Reader, stdout, _ io.Writer) int {
