@@ -175,6 +175,9 @@ func TestUserspacePM(t *testing.T) {
 	})
 	checkSubflows(t, subs, local, join, token)
 	checkSS(t, tp.cli, ssPath, subs, token)
+	if *capture {
+		captureDiag(t, tp.cli, token)
+	}
 
 	// The connection-level DATA_ACK may trail the subflows' ACKs.
 	var fi *FullInfo

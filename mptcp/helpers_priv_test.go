@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/amptcp/amptcp/internal/testnet"
 )
 
@@ -218,4 +220,73 @@ func writeAttrHex(b *strings.Builder, attrs []byte) {
 		fmt.Fprintf(b, "%x # %s\n", attrs[off-nlaHeaderLen:min(end, len(attrs))], name)
 		return nil
 	})
+}
+
+// captureDiag stores the sock_diag messages of the connection token and
+// its subflows under testdata/diag, each with what `ss` printed for the
+// socket right after: the vectors of TestParseDiagCaptured. The
+// connection must be idle, so that both see the same counters.
+func captureDiag(t *testing.T, nd *testnet.Node, token uint32) {
+	t.Helper()
+	type msg struct {
+		file, ssArgs, key string
+		b                 []byte
+	}
+	var msgs []msg
+	err := nd.Do(func() error {
+		err := diagDump(ipprotoMPTCP, func(b []byte) error {
+			if c, err := parseConnection(b); err == nil && c.Token == token {
+				msgs = append(msgs, msg{"mptcp-connection.hex", "-Mni", c.Local.String() + " ", append([]byte(nil), b...)})
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		return diagDump(unix.IPPROTO_TCP, func(b []byte) error {
+			if s, ok, err := parseSubflow(b); err == nil && ok && s.Token == token {
+				msgs = append(msgs, msg{fmt.Sprintf("tcp-subflow-%d.hex", s.LocalID), "-tni", s.Local.String() + " ", append([]byte(nil), b...)})
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	uname, _ := os.ReadFile("/proc/sys/kernel/osrelease")
+	dir := filepath.Join("testdata", "diag")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range msgs {
+		out, err := nd.Exec(t, "ss", m.ssArgs, "state", "established")
+		if err != nil {
+			t.Fatal(err)
+		}
+		i := strings.Index(out, m.key)
+		if i < 0 {
+			t.Fatalf("ss %s has no %s:\n%s", m.ssArgs, m.key, out)
+		}
+		block := strings.SplitN(out[i:], "\n", 3) // the socket's line and its details
+		var b strings.Builder
+		fmt.Fprintf(&b, "# source: Linux %s, a sock_diag (inet_diag) dump in TestUserspacePM (go test -capture), after 1 MiB sent\n", strings.TrimSpace(string(uname)))
+		fmt.Fprintf(&b, "# ss %s: %s\n", m.ssArgs, strings.Join(strings.Fields(block[0]), " "))
+		fmt.Fprintf(&b, "# ss %s: %s\n", m.ssArgs, strings.TrimSpace(block[1]))
+		fmt.Fprintf(&b, "# struct inet_diag_msg\n%x\n", m.b[:inetDiagMsgLen])
+		walkAttrs("capture", m.b[inetDiagMsgLen:], func(typ uint16, data []byte, off int) error {
+			start := inetDiagMsgLen + off - nlaHeaderLen
+			end := min(inetDiagMsgLen+off+(len(data)+3)&^3, len(m.b))
+			fmt.Fprintf(&b, "# attribute %d\n", typ)
+			for row := start; row < end; row += 32 {
+				fmt.Fprintf(&b, "%x\n", m.b[row:min(row+32, end)])
+			}
+			return nil
+		})
+		if err := os.WriteFile(filepath.Join(dir, m.file), []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(msgs) != 3 {
+		t.Fatalf("captured %d diag messages, want the connection and its 2 subflows", len(msgs))
+	}
 }
