@@ -43,9 +43,9 @@ const (
 // (*ParseError), as is command 0.
 func ParseEvent(cmd uint8, attrs []byte) (Event, error) {
 	ev := Event{Type: EventType(cmd)}
-	msg := "event " + ev.Type.String()
+	const msg = "event" // the type is added on error: no allocation otherwise
 	if cmd == 0 {
-		return Event{}, &ParseError{Msg: msg, Field: "command", Err: ErrBadValue}
+		return Event{}, &ParseError{Msg: "event unspec", Field: "command", Err: ErrBadValue}
 	}
 	var saddr, daddr netip.Addr
 	var sport, dport uint16
@@ -97,6 +97,9 @@ func ParseEvent(cmd uint8, attrs []byte) (Event, error) {
 		return nil
 	})
 	if err != nil {
+		if pe, ok := err.(*ParseError); ok {
+			pe.Msg = "event " + ev.Type.String()
+		}
 		return Event{}, err
 	}
 	ev.Server = ev.Flags&EventFlagServerSide != 0

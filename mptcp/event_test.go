@@ -290,3 +290,19 @@ func hexBytes(tb testing.TB, s string) []byte {
 	}
 	return b
 }
+
+func BenchmarkParseEvent(b *testing.B) {
+	var ce capturedEvent
+	for _, c := range readCapturedEvents(b) {
+		if EventType(c.cmd) == EventSubEstablished {
+			ce = c
+		}
+	}
+	b.ReportAllocs()
+	b.SetBytes(int64(len(ce.attrs)))
+	for b.Loop() {
+		if _, err := ParseEvent(ce.cmd, ce.attrs); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
