@@ -46,7 +46,7 @@ func PathManager() (string, error) {
 // namespace for the connections created from now on ("kernel" or
 // "userspace"). It needs CAP_NET_ADMIN.
 func SetPathManager(name string) error {
-	err := os.WriteFile(pathManagerFile, []byte(name), 0o644)
+	err := writeSysctl(pathManagerFile, name)
 	if err == nil {
 		return nil
 	}
@@ -55,11 +55,24 @@ func SetPathManager(name string) error {
 	}
 	for i, n := range pmTypes {
 		if n == name {
-			if err := os.WriteFile(pmTypeFile, []byte(fmt.Sprint(i)), 0o644); err != nil {
+			if err := writeSysctl(pmTypeFile, fmt.Sprint(i)); err != nil {
 				return fmt.Errorf("mptcp: set path manager %q: %w", name, err)
 			}
 			return nil
 		}
 	}
 	return fmt.Errorf("mptcp: set path manager %q: %w: this kernel (net.mptcp.pm_type) knows only kernel and userspace", name, ErrInvalidArgument)
+}
+
+// writeSysctl writes a sysctl file that must exist (never creating one).
+func writeSysctl(path, value string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(value)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
