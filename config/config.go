@@ -168,16 +168,26 @@ func Load(path string) (*Config, error) {
 // validates it.
 func Parse(data []byte) (*Config, error) {
 	var c Config
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) { // EOF: an empty file
-		return nil, yamlError(err)
+	if err := Decode(data, &c); err != nil {
+		return nil, err
 	}
 	c.Defaults()
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
 	return &c, nil
+}
+
+// Decode decodes YAML into v strictly: an unknown field is an error, in
+// words for people. An empty document leaves v as it is. amptcp's other
+// configurations (`amptcp pm`) decode with it too.
+func Decode(data []byte, v any) error {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(v); err != nil && !errors.Is(err, io.EOF) { // EOF: an empty file
+		return yamlError(err)
+	}
+	return nil
 }
 
 var unknownField = regexp.MustCompile(`field (\S+) not found in type \S+`)

@@ -53,17 +53,8 @@ func (c *Config) Validate() error {
 			ck.add(fmt.Sprintf("listen[%d]", i), "%v", err)
 		}
 	}
-	if !slices.Contains([]string{"debug", "info", "warn", "error"}, c.Log.Level) {
-		ck.add("log.level", "%q is not one of debug, info, warn, error", c.Log.Level)
-	}
-	if c.Log.Format != "text" && c.Log.Format != "json" {
-		ck.add("log.format", "%q is not text or json", c.Log.Format)
-	}
-	if c.Metrics.Listen != "" {
-		if _, _, err := net.SplitHostPort(c.Metrics.Listen); err != nil {
-			ck.add("metrics.listen", "%q is not host:port", c.Metrics.Listen)
-		}
-	}
+	ck.errs = append(ck.errs, c.Log.Validate()...)
+	ck.errs = append(ck.errs, c.Metrics.Validate()...)
 	if ms := c.MapServer; ms != nil {
 		ms.validate(&ck)
 	}
@@ -75,6 +66,31 @@ func (c *Config) Validate() error {
 		return ck.errs
 	}
 	return nil
+}
+
+// Validate returns the problems of the log settings, at log.level and
+// log.format.
+func (l Log) Validate() Errors {
+	var ck checker
+	if !slices.Contains([]string{"debug", "info", "warn", "error"}, l.Level) {
+		ck.add("log.level", "%q is not one of debug, info, warn, error", l.Level)
+	}
+	if l.Format != "text" && l.Format != "json" {
+		ck.add("log.format", "%q is not text or json", l.Format)
+	}
+	return ck.errs
+}
+
+// Validate returns the problem of the metrics endpoint, at
+// metrics.listen.
+func (m Metrics) Validate() Errors {
+	var ck checker
+	if m.Listen != "" {
+		if _, _, err := net.SplitHostPort(m.Listen); err != nil {
+			ck.add("metrics.listen", "%q is not host:port", m.Listen)
+		}
+	}
+	return ck.errs
 }
 
 // ListenAddr reads a listen entry: an IP address, with a port or not.
