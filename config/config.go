@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"regexp"
 	"strings"
@@ -60,6 +61,17 @@ var Roles = []Role{RoleMapServer, RoleMapResolver, RoleXTR, RoleRTR}
 type Log struct {
 	Level  string `yaml:"level"`  // debug, info, warn, error
 	Format string `yaml:"format"` // text or json
+}
+
+// Logger returns the logger these settings describe, writing to w.
+func (l Log) Logger(w io.Writer) *slog.Logger {
+	var level slog.Level
+	level.UnmarshalText([]byte(l.Level)) // validated
+	opts := &slog.HandlerOptions{Level: level}
+	if l.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
 }
 
 // Metrics configures the Prometheus endpoint.

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"time"
@@ -15,6 +16,19 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
+
+// Start serves /metrics on addr in the background, as Serve does, when
+// addr is not empty; why it stops, if not for ctx, goes to log.
+func Start(ctx context.Context, addr string, log *slog.Logger, cs ...prometheus.Collector) {
+	if addr == "" {
+		return
+	}
+	go func() {
+		if err := Serve(ctx, addr, cs...); err != nil {
+			log.Error("metrics stopped", "error", err)
+		}
+	}()
+}
 
 // Serve answers /metrics on addr with the collectors and the Go runtime's
 // own metrics, until ctx is done.

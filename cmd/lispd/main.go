@@ -12,7 +12,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -77,32 +76,16 @@ status).
 		fmt.Fprintf(stdout, "%s: valid (roles %v)\n", *cfgPath, cfg.Roles)
 		return 0
 	}
-	log := newLogger(cfg.Log, stderr)
+	log := cfg.Log.Logger(stderr)
 	d, err := daemon.New(cfg, log)
 	if err != nil {
 		fmt.Fprintf(stderr, "lispd: %v\n", err)
 		return 1
 	}
-	if addr := cfg.Metrics.Listen; addr != "" {
-		go func() {
-			if err := metrics.Serve(ctx, addr, metrics.Lispd(d.Counters)); err != nil {
-				log.Error("metrics stopped", "error", err)
-			}
-		}()
-	}
+	metrics.Start(ctx, cfg.Metrics.Listen, log, metrics.Lispd(d.Counters))
 	if err := d.Run(ctx); err != nil {
 		fmt.Fprintf(stderr, "lispd: %v\n", err)
 		return 1
 	}
 	return 0
-}
-
-func newLogger(c config.Log, w io.Writer) *slog.Logger {
-	var level slog.Level
-	level.UnmarshalText([]byte(c.Level)) // validated
-	opts := &slog.HandlerOptions{Level: level}
-	if c.Format == "json" {
-		return slog.New(slog.NewJSONHandler(w, opts))
-	}
-	return slog.New(slog.NewTextHandler(w, opts))
 }
