@@ -43,6 +43,10 @@ type Counters struct {
 	Lookups       map[string]uint64 `json:"lookups"`
 	LookupSeconds Histogram         `json:"lookup_seconds"`
 	CacheEntries  int               `json:"cache_entries"`
+	// SetupSeconds is the time from a connection's ESTABLISHED (or its
+	// reaching min-bytes) to all its planned subflows established, the
+	// mapping lookups included.
+	SetupSeconds Histogram `json:"setup_seconds"`
 }
 
 // Histogram counts observations in buckets: Counts[i] those at most
@@ -54,9 +58,18 @@ type Histogram struct {
 	Sum    float64   `json:"sum"`
 }
 
-// lookupBounds are the latency buckets of lookups, in seconds: from a
-// local xTR's sub-millisecond answer to a timeout.
-var lookupBounds = []float64{0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5}
+// latencyBounds are the buckets of lookups and setups, in seconds: from a
+// sub-millisecond answer on a LAN to a timeout.
+var latencyBounds = []float64{0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5}
+
+func newHistogram(bounds []float64) Histogram {
+	return Histogram{Bounds: bounds, Counts: make([]uint64, len(bounds)+1)}
+}
+
+func (h Histogram) clone() Histogram {
+	h.Counts = append([]uint64(nil), h.Counts...)
+	return h
+}
 
 func (h *Histogram) observe(v float64) {
 	i := 0
@@ -78,7 +91,7 @@ type counters struct {
 	createFailed, broken, repaired, destroyed map[string]uint64
 	announced, announceFailed                 uint64
 	lookups                                   map[string]uint64
-	latency                                   Histogram
+	latency, setup                            Histogram
 }
 
 func newCounters() counters {
@@ -86,21 +99,20 @@ func newCounters() counters {
 		events: map[string]uint64{}, plans: map[string]uint64{}, planSizes: map[int]uint64{},
 		createFailed: map[string]uint64{}, broken: map[string]uint64{}, repaired: map[string]uint64{},
 		destroyed: map[string]uint64{}, lookups: map[string]uint64{},
-		latency: Histogram{Bounds: lookupBounds, Counts: make([]uint64, len(lookupBounds)+1)},
+		latency: newHistogram(latencyBounds), setup: newHistogram(latencyBounds),
 	}
 }
 
 // counters copies the counts, for another goroutine.
 func (e *engine) counters() Counters {
 	c := &e.count
-	h := c.latency
-	h.Counts = append([]uint64(nil), h.Counts...)
 	return Counters{
 		Connections: len(e.conns), Events: maps.Clone(c.events), Malformed: c.malformed, Resyncs: c.resyncs,
 		Plans: maps.Clone(c.plans), PlanSizes: maps.Clone(c.planSizes), Fallbacks: c.fallbacks,
 		Created: c.created, CreateFailed: maps.Clone(c.createFailed), PortsInUse: c.portsInUse,
 		Broken: maps.Clone(c.broken), Repaired: maps.Clone(c.repaired), Destroyed: maps.Clone(c.destroyed),
 		Announced: c.announced, AnnounceFailed: c.announceFailed,
-		Lookups: maps.Clone(c.lookups), LookupSeconds: h, CacheEntries: e.cache.len(),
+		Lookups: maps.Clone(c.lookups), LookupSeconds: c.latency.clone(), CacheEntries: e.cache.len(),
+		SetupSeconds: c.setup.clone(),
 	}
 }

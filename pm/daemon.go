@@ -152,6 +152,7 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 		if rerr := d.deps.PathManager.SetPathManager(d.prevPM); rerr != nil && err == nil {
 			err = fmt.Errorf("pm: restore the path manager %q: %w", d.prevPM, rerr)
 		}
+		d.log.Info("stopped", "path_manager", d.prevPM, "error", err)
 	}()
 
 	// Events are read before the state is: what happens in between is
@@ -319,7 +320,7 @@ func (d *Daemon) lookupFunc(ctx context.Context, ns threadNamespace) func(netip.
 
 // stop records the final status and releases the waiters of ask.
 func (d *Daemon) stop() {
-	d.final = d.status(nil)
+	d.final = d.status(nil, nil)
 	close(d.stopped)
 }
 
@@ -344,11 +345,15 @@ func (d *Daemon) ask(fn func(*engine)) bool {
 func (d *Daemon) Status() Status {
 	var st Status
 	ok := d.ask(func(e *engine) {
+		conns, err := e.diag.Connections()
+		if err != nil {
+			d.log.Warn("read connections", "error", err)
+		}
 		subs, err := e.diag.Subflows()
 		if err != nil {
 			d.log.Warn("read subflows", "error", err)
 		}
-		st = d.status(subs)
+		st = d.status(conns, subs)
 	})
 	if !ok {
 		select {
@@ -360,9 +365,9 @@ func (d *Daemon) Status() Status {
 	return st
 }
 
-func (d *Daemon) status(subs []SubflowInfo) Status {
+func (d *Daemon) status(conns []ConnInfo, subs []SubflowInfo) Status {
 	return Status{Policy: d.cfg.Policy, PathManager: d.prevPM, Started: d.started,
-		Connections: d.e.status(subs), Counters: d.e.counters()}
+		Connections: d.e.status(conns, subs), Counters: d.e.counters()}
 }
 
 // Counters returns the counters.

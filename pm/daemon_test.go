@@ -178,7 +178,7 @@ func TestStatusText(t *testing.T) {
 	te.lookupDone(clientAddr.Addr(), true, localMapping, time.Millisecond, nil)
 	cs := te.k.created()
 	te.establish(1, cs...)
-	st := Status{Policy: PolicyAMPTCP, PathManager: "kernel", Connections: te.status([]SubflowInfo{
+	st := Status{Policy: PolicyAMPTCP, PathManager: "kernel", Connections: te.status(nil, []SubflowInfo{
 		{Token: 1, Local: clientAddr, Remote: serverAddr, BytesAcked: 1234, RTT: 20 * time.Millisecond},
 	})}
 	var b bytes.Buffer
@@ -187,7 +187,7 @@ func TestStatusText(t *testing.T) {
 	}
 	out := b.String()
 	for _, want := range []string{
-		"policy amptcp, 1 connections",
+		"policy amptcp, 1 connection",
 		"connection 00000001 10.1.0.1:33000 -> 10.2.0.1:5201 client open",
 		"plan amptcp: 2 subflows: equation (2): L 1×2 = 2",
 		"peer mapping 10.2.0.0/24: 2 RLOCs",

@@ -77,6 +77,11 @@ type conn struct {
 	server        bool
 	state         connState
 	since         time.Time // established at
+	// opened is when the connection was found worth its plan (at
+	// ESTABLISHED, or at min-bytes); setup how long it then took until
+	// every planned subflow was established, 0 until then.
+	opened time.Time
+	setup  time.Duration
 	// announced are the peer's addresses by their remote ID.
 	announced map[uint8]netip.AddrPort
 	// localMap and remoteMap are the mappings the amptcp policy found.
@@ -281,6 +286,7 @@ func (e *engine) announceTo(c *conn) {
 // open computes and applies the plan of a connection, or, for amptcp
 // with mappings not in the cache, asks the mapping system first.
 func (e *engine) open(c *conn) {
+	c.opened = e.now()
 	if e.cfg.Policy != PolicyAMPTCP {
 		e.apply(c, computePlan(e.input(c)))
 		return
@@ -409,6 +415,7 @@ func (e *engine) apply(c *conn, p Plan) {
 			e.create(c, s)
 		}
 	}
+	e.setUp(c, e.now())
 }
 
 // replan applies a new plan to an open connection whose peer announced
@@ -524,6 +531,7 @@ func (e *engine) subEstablished(ev mptcp.Event) {
 	now := e.now()
 	if s := c.slotOf(ev.Local, ev.Remote); s != nil {
 		s.att.established, s.att.progress, s.state = true, now, slotUp
+		e.setUp(c, now)
 		if s.repairing {
 			s.repairing = false
 			s.repairs++
@@ -538,6 +546,21 @@ func (e *engine) subEstablished(ev mptcp.Event) {
 		return
 	}
 	c.extras = append(c.extras, &attempt{local: ev.Local, remote: ev.Remote, id: ev.LocalID, established: true, progress: now})
+}
+
+// setUp records, the first time every planned subflow of c is
+// established, how long that took since c was opened.
+func (e *engine) setUp(c *conn, now time.Time) {
+	if c.setup != 0 || c.opened.IsZero() {
+		return
+	}
+	for _, s := range c.slots {
+		if s.state != slotUp {
+			return
+		}
+	}
+	c.setup = max(now.Sub(c.opened), time.Nanosecond)
+	e.count.setup.observe(c.setup.Seconds())
 }
 
 // Reset reasons of MP_TCPRST (RFC 8684 §3.6) that mean the peer will not

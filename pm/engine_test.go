@@ -556,3 +556,48 @@ func TestClosedConnectionIsForgotten(t *testing.T) {
 	te.tick()
 	te.noCreates("for a closed connection")
 }
+
+// The setup time runs from ESTABLISHED to the last planned subflow's
+// SUB_ESTABLISHED.
+func TestSetupTime(t *testing.T) {
+	te := newTestEngine(t, "policy: ndiffports\nsubflows: 3\n")
+	te.connect(1)
+	cs := te.k.created()
+	te.clock.add(time.Millisecond)
+	te.establish(1, cs[0])
+	te.clock.add(2 * time.Millisecond)
+	te.establish(1, cs[1])
+	if got := te.conns[1].setup; got != 3*time.Millisecond {
+		t.Errorf("setup %v, want 3ms", got)
+	}
+	if h := te.counters().SetupSeconds; h.Count != 1 || h.Sum != 0.003 {
+		t.Errorf("setup histogram %+v", h)
+	}
+}
+
+// BenchmarkBurst handles the events of connections opened in a burst,
+// each with a plan of 4 subflows: what the engine costs per connection,
+// the kernel's commands aside.
+func BenchmarkBurst(b *testing.B) {
+	cfg, err := Parse([]byte("policy: subflows\nsubflows: 4\n"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	e := newEngine(cfg, slog.New(slog.DiscardHandler))
+	k := &fakeKernel{inUse: map[uint16]bool{}}
+	e.k, e.diag = k, &fakeDiag{}
+	e.rand = func(n int) int { return n / 2 }
+	e.localAddrs = func() []netip.Addr { return nil }
+	e.ports = func() portRange { return defaultPorts }
+	b.ReportAllocs()
+	for i := range b.N {
+		token := uint32(i + 1)
+		local := netip.AddrPortFrom(clientAddr.Addr(), uint16(10000+i%20000))
+		e.event(mptcp.Event{Type: mptcp.EventCreated, Token: token, Local: local, Remote: serverAddr})
+		e.event(mptcp.Event{Type: mptcp.EventEstablished, Token: token, Local: local, Remote: serverAddr})
+		for _, c := range k.created() {
+			e.event(mptcp.Event{Type: mptcp.EventSubEstablished, Token: token, Local: localOf(c), Remote: c.remote})
+		}
+		e.event(mptcp.Event{Type: mptcp.EventClosed, Token: token})
+	}
+}

@@ -99,6 +99,7 @@ func computePlan(in planInput) Plan {
 		p.Want = len(pairs)
 		p.Why = fmt.Sprintf("fullmesh: %d local × %d peer addresses", len(local), len(remote))
 	case PolicyAMPTCP:
+		local = inSite(local, in.localMap)
 		pairs = allPairs(len(local), len(remote))
 		p.amptcp(in)
 	}
@@ -180,6 +181,22 @@ func pairsFirst(in planInput) ([]netip.Addr, []netip.AddrPort) {
 		}
 	}
 	return local, remote
+}
+
+// inSite keeps the addresses in the local mapping's EID-prefix, the
+// first subflow's always: an address outside the site (a management
+// interface, another network) would not take the site's paths.
+func inSite(addrs []netip.Addr, m *Mapping) []netip.Addr {
+	if m == nil || m.Negative || !m.EID.Prefix.IsValid() {
+		return addrs[:1]
+	}
+	kept := addrs[:1:1]
+	for _, a := range addrs[1:] {
+		if m.EID.Prefix.Contains(a) {
+			kept = append(kept, a)
+		}
+	}
+	return kept
 }
 
 // allPairs lists the (local, remote) index pairs, the first subflow's

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/netip"
 	"testing"
+
+	"github.com/amptcp/amptcp/mapping"
 )
 
 func rlocs(n, elps int) *Mapping { return &Mapping{RLOCs: n, ELPs: elps} }
@@ -100,6 +102,23 @@ func TestLCM(t *testing.T) {
 	for _, tc := range [][3]int{{1, 1, 1}, {2, 3, 6}, {2, 2, 2}, {4, 6, 12}, {0, 3, 3}, {0, 0, 1}} {
 		if got := lcm(tc[0], tc[1]); got != tc[2] {
 			t.Errorf("lcm(%d, %d) = %d, want %d", tc[0], tc[1], got, tc[2])
+		}
+	}
+}
+
+// amptcp pairs only the local addresses of the local site: an address
+// outside its EID-prefix would not take the site's paths. It still counts
+// as an interface in equation (1).
+func TestAMPTCPPairsAddressesOfTheSite(t *testing.T) {
+	site := &Mapping{EID: mapping.NewEID(0, netip.MustParsePrefix("10.1.0.0/16")), RLOCs: 1}
+	p := computePlan(planInput{policy: PolicyAMPTCP, equation: 1, local: clientAddr, remote: serverAddr,
+		localAddrs: []netip.Addr{addr("192.168.7.5"), addr("10.1.1.1")}, localMap: site, remoteMap: rlocs(2, 0)})
+	if p.N != 3 || p.LocalAddrs != 3 {
+		t.Fatalf("plan N %d l_local %d, want max(3×1, 1×2) = 3 with 3 addresses", p.N, p.LocalAddrs)
+	}
+	for _, s := range p.Slots {
+		if s.Local == addr("192.168.7.5") {
+			t.Errorf("slot %+v uses an address outside the site", s)
 		}
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/netip"
 	"slices"
-	"strings"
 	"text/tabwriter"
 	"time"
 )
@@ -32,10 +31,13 @@ type ConnStatus struct {
 	// State is created, waiting (for min-bytes), short (not a long-lived
 	// flow), lookup (asking the mapping system), open (its plan applies)
 	// or server.
-	State    string          `json:"state"`
-	Since    time.Time       `json:"since"`
-	Bytes    uint64          `json:"bytes"`
-	Plan     *Plan           `json:"plan,omitempty"`
+	State string    `json:"state"`
+	Since time.Time `json:"since"`
+	Bytes uint64    `json:"bytes"`
+	Plan  *Plan     `json:"plan,omitempty"`
+	// Setup is the time from ESTABLISHED (or min-bytes) to every planned
+	// subflow established; 0 until then.
+	Setup    time.Duration   `json:"setup"`
 	Subflows []SubflowStatus `json:"subflows"`
 }
 
@@ -60,17 +62,22 @@ type SubflowStatus struct {
 	RTT        time.Duration `json:"rtt"`
 }
 
-// status describes every connection, with the subflows' statistics from
-// subs (a fresh sock_diag read; nil without one).
-func (e *engine) status(subs []SubflowInfo) []ConnStatus {
+// status describes every connection, with the bytes of conns and the
+// subflows' statistics of subs (a fresh sock_diag read; nil without one).
+func (e *engine) status(conns []ConnInfo, subs []SubflowInfo) []ConnStatus {
 	stats := map[subKey]SubflowInfo{}
 	for _, s := range subs {
 		stats[subKey{s.Token, s.Local, s.Remote}] = s
 	}
+	for _, ci := range conns {
+		if c := e.conns[ci.Token]; c != nil && !ci.Listener {
+			c.bytes = ci.Bytes
+		}
+	}
 	out := make([]ConnStatus, 0, len(e.conns))
 	for _, c := range e.conns {
 		cs := ConnStatus{Token: c.token, Local: c.local, Remote: c.remote, Server: c.server,
-			State: c.state.String(), Since: c.since, Bytes: c.bytes, Plan: c.plan}
+			State: c.state.String(), Since: c.since, Bytes: c.bytes, Plan: c.plan, Setup: c.setup}
 		for _, s := range c.slots {
 			ss := SubflowStatus{Slot: s.index, State: s.state.String(), Repairs: s.repairs, Path: -1, PathBack: -1}
 			if s.state == slotBroken {
@@ -119,7 +126,7 @@ func (p *Plan) paths(sport, dport uint16) (out, back int) {
 
 // WriteText prints the status for people.
 func (st *Status) WriteText(w io.Writer) error {
-	fmt.Fprintf(w, "policy %s, %d connections", st.Policy, len(st.Connections))
+	fmt.Fprintf(w, "policy %s, %s", st.Policy, plural(len(st.Connections), "connection"))
 	if st.PathManager != "" {
 		fmt.Fprintf(w, " (path manager was %q, restored on exit)", st.PathManager)
 	}
@@ -132,6 +139,9 @@ func (st *Status) WriteText(w io.Writer) error {
 		fmt.Fprintf(w, "\nconnection %08x %s -> %s %s %s, %d bytes\n", c.Token, c.Local, c.Remote, side, c.State, c.Bytes)
 		if p := c.Plan; p != nil {
 			fmt.Fprintf(w, "  plan %s: %d subflows: %s\n", p.Policy, p.N, p.Why)
+			if c.Setup > 0 {
+				fmt.Fprintf(w, "  all established %v after it was opened\n", c.Setup.Round(time.Microsecond))
+			}
 			if p.Fallback != "" {
 				fmt.Fprintf(w, "  fallback: %s\n", p.Fallback)
 			}
@@ -180,10 +190,20 @@ func (m *Mapping) describe() string {
 	if m.Negative {
 		return fmt.Sprintf("%s: negative (no LISP site), ttl %v", m.EID, m.TTL)
 	}
-	var parts []string
-	parts = append(parts, fmt.Sprintf("%d RLOCs", m.RLOCs))
+	s := fmt.Sprintf("%s: %s", m.EID, plural(m.RLOCs, "RLOC"))
 	if m.ELPs > 0 {
-		parts = append(parts, fmt.Sprintf("%d ELPs", m.ELPs))
+		s += " + " + plural(m.ELPs, "ELP")
 	}
-	return fmt.Sprintf("%s: %s, ttl %v, from %s", m.EID, strings.Join(parts, " + "), m.TTL, m.Replier)
+	s += fmt.Sprintf(", ttl %v", m.TTL)
+	if m.Replier.IsValid() {
+		s += fmt.Sprintf(", from %s in %v", m.Replier, m.RTT.Round(time.Microsecond))
+	}
+	return s
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
 }
