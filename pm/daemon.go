@@ -125,7 +125,7 @@ func New(cfg *Config, deps Deps) (*Daemon, error) {
 //
 // Run works in the network namespace of the calling thread, and stays on
 // that thread: call it from a thread locked into another namespace to
-// manage that one.
+// manage that one. A Daemon runs once.
 func (d *Daemon) Run(ctx context.Context) (err error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
@@ -137,6 +137,7 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 		return err
 	}
 	defer closeSystem()
+	defer d.deps.Events.Close()
 	d.e.k, d.e.diag = d.deps.Kernel, d.deps.Diag
 	ns := currentNamespace()
 	defer ns.close()

@@ -37,10 +37,11 @@ type engine struct {
 	announce  []netip.Addr
 	kernelCap int // the kernel's subflow limit plus the first; 0: none
 
-	conns   map[uint32]*conn
-	cache   *mapCache // nil when caching is off
-	pending map[lookupKey][]uint32
-	count   counters
+	conns    map[uint32]*conn
+	lastPoll time.Time // of sock_diag, by tick
+	cache    *mapCache // nil when caching is off
+	pending  map[lookupKey][]uint32
+	count    counters
 }
 
 type lookupKey struct {
@@ -422,8 +423,8 @@ func (e *engine) apply(c *conn, p Plan) {
 // or removed an address: slots that stay keep their subflows, the new
 // ones are created and those that go are destroyed.
 func (e *engine) replan(c *conn) {
-	if c.state != stateOpen || c.plan.Policy == PolicyDefault {
-		return
+	if c.state != stateOpen || (c.plan.Policy != PolicyFullmesh && c.plan.Policy != PolicyAMPTCP) {
+		return // the other plans do not depend on the peer's addresses
 	}
 	p := computePlan(e.input(c))
 	e.log.Info("new plan", "token", c.token, "subflows", p.N, "why", p.Why)

@@ -525,7 +525,7 @@ func TestKernelLimitCapsThePlan(t *testing.T) {
 }
 
 // A create the kernel refuses is counted by errno and tried again one
-// interval later.
+// interval later, then after a wait that doubles.
 func TestCreateFailureRetriesAtTheInterval(t *testing.T) {
 	te := newTestEngine(t, "policy: ndiffports\nsubflows: 2\nrepair: {interval: 250ms}\n")
 	te.k.createErr = &mptcp.CommandError{Cmd: mptcp.CmdSubflowCreate, Errno: 101} // ENETUNREACH
@@ -538,9 +538,19 @@ func TestCreateFailureRetriesAtTheInterval(t *testing.T) {
 	te.tick()
 	te.noCreates("before the interval")
 	te.clock.add(50 * time.Millisecond)
+	te.k.createErr = &mptcp.CommandError{Cmd: mptcp.CmdSubflowCreate, Errno: 101}
+	te.tick()
+	if c := te.counters(); c.CreateFailed["ENETUNREACH"] != 2 {
+		t.Fatalf("create failures %v, want the retry", c.CreateFailed)
+	}
+	te.k.createErr = nil
+	te.clock.add(450 * time.Millisecond)
+	te.tick()
+	te.noCreates("before twice the interval")
+	te.clock.add(50 * time.Millisecond)
 	te.tick()
 	if cs := te.k.created(); len(cs) != 1 {
-		t.Errorf("created %v, want the retry", cs)
+		t.Errorf("created %v, want the second retry", cs)
 	}
 }
 

@@ -57,10 +57,13 @@ func (e *engine) create(c *conn, s *slot) {
 	e.createFailed(c, s, "no_free_port", errors.New("no free source port with the slot's residue"))
 }
 
+// createFailed backs off: a create the kernel refuses (no route, no
+// such address, a connection that fell back to TCP) fails the same way
+// the next time, until a link or address change, which retries at once.
 func (e *engine) createFailed(c *conn, s *slot, label string, err error) {
 	e.count.createFailed[label]++
 	e.log.Debug("create subflow", "token", c.token, "slot", s.index, "local", s.Local, "remote", s.Remote, "error", err)
-	e.broken(c, s, "create_failed", false)
+	e.broken(c, s, "create_failed", true)
 }
 
 // errnoName is a short label for a command's error: its errno's name.
@@ -156,6 +159,11 @@ func (e *engine) needsPoll() (conns, subflows bool) {
 // the broken slots whose time has come.
 func (e *engine) tick() {
 	wantConns, wantSubs := e.needsPoll()
+	if now := e.now(); now.Sub(e.lastPoll) < e.cfg.PollInterval.Duration {
+		wantConns, wantSubs = false, false
+	} else if wantConns || wantSubs {
+		e.lastPoll = now
+	}
 	if wantConns {
 		if cs, err := e.diag.Connections(); err != nil {
 			e.log.Warn("read connections", "error", err)
