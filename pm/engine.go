@@ -546,6 +546,9 @@ func (e *engine) subEstablished(ev mptcp.Event) {
 		a.established = true
 		return
 	}
+	if slices.Contains(c.recent[:], ev.Local) {
+		return // one the engine destroyed, whose handshake ended meanwhile: its SUB_CLOSED follows
+	}
 	c.extras = append(c.extras, &attempt{local: ev.Local, remote: ev.Remote, id: ev.LocalID, established: true, progress: now})
 }
 

@@ -374,9 +374,23 @@ func TestFullmeshOnTheKernel(t *testing.T) {
 	if len(subs) != 4 {
 		t.Errorf("%d subflows, want 4", len(subs))
 	}
-	if st := connStatus(t, d, tr.local()); st.Plan == nil || st.Plan.N != 4 {
+	st := connStatus(t, d, tr.local())
+	if st.Plan == nil || st.Plan.N != 4 {
 		t.Errorf("plan %+v, want 4 subflows", st.Plan)
 	}
+	var planned, found []netip.AddrPort
+	for _, s := range st.Subflows {
+		planned = append(planned, s.Local)
+	}
+	for _, s := range subs {
+		found = append(found, s.Local)
+	}
+	slices.SortFunc(planned, netip.AddrPort.Compare)
+	slices.SortFunc(found, netip.AddrPort.Compare)
+	if !slices.Equal(planned, found) {
+		t.Errorf("sock_diag shows subflows from %v, the daemon planned %v", found, planned)
+	}
+	checkSS(t, tl.cli, planned)
 	tr.finish(t)
 	sent1, sent2 := txBytes(t, tl.cli, tl.link1)-before1, txBytes(t, tl.cli, tl.link2)-before2
 	if sent1 < 4<<20 || sent2 < 4<<20 {
