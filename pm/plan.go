@@ -43,6 +43,10 @@ type Plan struct {
 	PathsBack int `json:"paths_back,omitempty"`
 	// Slots are the subflows, the first (existing) one at index 0.
 	Slots []SlotSpec `json:"slots"`
+	// distinct is how many subflows can take paths of their own (0: no
+	// bound): more would share a path with another, which papers/001
+	// measured to be slower on average than one subflow per path.
+	distinct int
 }
 
 // SlotSpec is one planned subflow: its addresses and the residue its
@@ -144,13 +148,25 @@ func (p *Plan) amptcp(in planInput) {
 		// distinct modulo the lcm give distinct pairs of paths.
 		p.PathsOut, p.PathsBack = L2, L1
 		p.P = lcm(L1, L2)
+		// Both xTRs see the same port sum, so only P = lcm(L1, L2)
+		// pairs of paths can be told apart (L1·L2 when coprime); with
+		// equation (1), address pairs are paths of their own too.
+		p.distinct = p.P
+		if in.equation != 2 {
+			p.distinct = max(p.P, l1*l2)
+		}
 	}
 }
 
-// cap bounds Want by the configured maximum and the kernel's limit.
+// cap bounds Want by the paths the subflows can take apart, the
+// configured maximum and the kernel's limit.
 func (p *Plan) cap(in planInput) {
 	p.N = max(p.Want, 1)
 	var why []string
+	if p.distinct > 0 && p.N > p.distinct {
+		p.N = p.distinct
+		why = append(why, "distinct paths")
+	}
 	if in.maxSubflows > 0 && p.N > in.maxSubflows {
 		p.N = in.maxSubflows
 		why = append(why, "max-subflows")

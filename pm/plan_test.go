@@ -36,7 +36,11 @@ func TestPlans(t *testing.T) {
 		{name: "eq2 2x3", in: planInput{policy: PolicyAMPTCP, equation: 2, localMap: rlocs(2, 0), remoteMap: rlocs(3, 0)},
 			n: 6, want: 6, p: 6, out: 3, back: 2, why: "equation (2): L 2×3 = 6"},
 		{name: "eq2 2x2 (lcm 2)", in: planInput{policy: PolicyAMPTCP, equation: 2, localMap: rlocs(2, 0), remoteMap: rlocs(2, 0)},
-			n: 4, want: 4, p: 2, out: 2, back: 2},
+			n: 2, want: 4, p: 2, out: 2, back: 2, capped: "distinct paths"},
+		{name: "eq2 2x4 (lcm 4)", in: planInput{policy: PolicyAMPTCP, equation: 2, localMap: rlocs(2, 0), remoteMap: rlocs(0, 4)},
+			n: 4, want: 8, p: 4, out: 4, back: 2, capped: "distinct paths"},
+		{name: "eq1 2x2 addresses and paths", in: planInput{policy: PolicyAMPTCP, equation: 1, localAddrs: twoAddrs, remoteAddrs: announced,
+			localMap: rlocs(2, 0), remoteMap: rlocs(2, 0)}, n: 4, want: 4, p: 2, out: 2, back: 2},
 		{name: "eq2 ELPs count", in: planInput{policy: PolicyAMPTCP, equation: 2, localMap: rlocs(1, 0), remoteMap: rlocs(1, 2)},
 			n: 3, want: 3, p: 3, out: 3, back: 1},
 		{name: "eq1 interfaces win", in: planInput{policy: PolicyAMPTCP, equation: 1, localAddrs: twoAddrs, remoteAddrs: announced,
@@ -45,8 +49,8 @@ func TestPlans(t *testing.T) {
 			localMap: rlocs(1, 0), remoteMap: rlocs(1, 0)}, n: 1, want: 1, p: 1, out: 1, back: 1},
 		{name: "negative peer", in: planInput{policy: PolicyAMPTCP, equation: 2, localMap: rlocs(2, 0), remoteMap: negative},
 			n: 1, want: 1, p: 1, why: "equation (2): L 2×0 = 0, at least the first subflow"},
-		{name: "max-subflows", in: planInput{policy: PolicyAMPTCP, equation: 2, maxSubflows: 4, localMap: rlocs(3, 0), remoteMap: rlocs(3, 0)},
-			n: 4, want: 9, p: 3, out: 3, back: 3, capped: "max-subflows"},
+		{name: "max-subflows", in: planInput{policy: PolicyAMPTCP, equation: 2, maxSubflows: 4, localMap: rlocs(2, 0), remoteMap: rlocs(3, 0)},
+			n: 4, want: 6, p: 6, out: 3, back: 2, capped: "max-subflows"},
 		{name: "kernel limit", in: planInput{policy: PolicyNdiffports, subflows: 8, maxSubflows: 8, kernelCap: 3},
 			n: 3, want: 8, p: 1, capped: "kernel limit"},
 		{name: "both caps", in: planInput{policy: PolicySubflows, subflows: 9, maxSubflows: 8, kernelCap: 3},
@@ -77,7 +81,8 @@ func TestPlans(t *testing.T) {
 // while there are at most P subflows, then each residue as often as the
 // others; fullmesh pairs are each used once.
 func TestPlanSlotsSpread(t *testing.T) {
-	p := computePlan(planInput{policy: PolicyAMPTCP, equation: 2, local: clientAddr, remote: serverAddr,
+	p := computePlan(planInput{policy: PolicyAMPTCP, equation: 1, local: clientAddr, remote: serverAddr,
+		localAddrs: []netip.Addr{addr("10.1.1.1")}, remoteAddrs: []netip.AddrPort{ap("10.2.1.1:5201")},
 		localMap: rlocs(2, 0), remoteMap: rlocs(2, 0)})
 	counts := map[int]int{}
 	for _, s := range p.Slots {
