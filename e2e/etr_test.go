@@ -18,7 +18,7 @@ import (
 // second as an ETR does every minute, and answers the Map-Requests a
 // map-server forwards to it.
 type etr struct {
-	t    *testing.T
+	t    testing.TB
 	conn *net.UDPConn
 	ms   netip.AddrPort
 	key  []byte
@@ -31,7 +31,7 @@ type etr struct {
 
 // newETR listens on addr (port 4342 to receive forwarded Map-Requests, or
 // port 0 for an ETR that only registers) in nd.
-func newETR(t *testing.T, nd *testnet.Node, addr string, ms netip.AddrPort, key string) *etr {
+func newETR(t testing.TB, nd *testnet.Node, addr string, ms netip.AddrPort, key string) *etr {
 	t.Helper()
 	conn, err := nd.ListenUDP("udp4", addr)
 	if err != nil {

@@ -411,7 +411,7 @@ func scrape(t *testing.T, nd *testnet.Node) map[string]float64 {
 	return metrics
 }
 
-func waitFor(t *testing.T, what string, ok func() bool) {
+func waitFor(t testing.TB, what string, ok func() bool) {
 	t.Helper()
 	for deadline := time.Now().Add(15 * time.Second); !ok(); time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {

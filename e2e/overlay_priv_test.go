@@ -37,7 +37,12 @@ type overlay struct {
 
 const overlayKey = "overlay secret"
 
-func newOverlay(t *testing.T) *overlay {
+// steering, if not empty, is added to the xTRs' dataplane settings (e.g.
+// "path-selection: port-sum").
+func newOverlay(t *testing.T, steering string) *overlay {
+	if steering != "" {
+		steering = ", " + steering
+	}
 	n := testnet.New(t)
 	o := &overlay{hostA: n.Node("hosta"), xtrA: n.Node("xtra"), rtr1: n.Node("rtr1"), rtr2: n.Node("rtr2"),
 		xtrB: n.Node("xtrb"), hostB: n.Node("hostb"), ms: n.Node("ms")}
@@ -79,7 +84,7 @@ roles: [xtr]
 listen: ["0.0.0.0"]
 control: {socket: "{sock}"}
 metrics: {listen: "127.0.0.1:9342"}
-dataplane: {eid-interfaces: [%s], rloc-interfaces: [%s, %s], instance-id: 1000}
+dataplane: {eid-interfaces: [%s], rloc-interfaces: [%s, %s], instance-id: 1000%s}
 map-cache: {map-resolvers: [10.0.100.2], probe-interval: 200ms, probe-misses: 3}
 xtr:
   database-mappings:
@@ -89,7 +94,7 @@ xtr:
         - {elp: [%s], priority: 1, weight: 50}
         - {elp: [%s], priority: 1, weight: 50}
   map-servers: [{address: 10.0.100.2, key-id: 1, secret: %q, proxy-reply: %v}]
-`, eid.Iface(nd), r1.Iface(nd), r2.Iface(nd), prefix, elp1, elp2, overlayKey, proxy)
+`, eid.Iface(nd), r1.Iface(nd), r2.Iface(nd), steering, prefix, elp1, elp2, overlayKey, proxy)
 	}
 	o.sockA = startTunnelLispd(t, o.xtrA, "xtra", xtr(siteA, o.aR1, o.aR2, o.xtrA, "10.1.0.0/24",
 		"10.0.21.1, 10.0.11.1", "10.0.22.1, 10.0.12.1", true))
@@ -148,7 +153,7 @@ func entryOf(st *daemon.Status, prefix string) string {
 // other.
 func TestOverlay(t *testing.T) {
 	tshark := testenv.RequireTool(t, "tshark")
-	o := newOverlay(t)
+	o := newOverlay(t, "")
 
 	pcap := filepath.Join(t.TempDir(), "a.pcap")
 	capture := o.xtrA.Start(t, tshark, "-i", o.aR1.Iface(o.xtrA), "-i", o.aR2.Iface(o.xtrA), "-f", "udp port 4341", "-w", pcap)

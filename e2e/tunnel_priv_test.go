@@ -66,7 +66,7 @@ xtr:
 
 // startTunnelLispd runs lispd with cfg in nd and waits for its control
 // socket.
-func startTunnelLispd(t *testing.T, nd *testnet.Node, name, cfg string) string {
+func startTunnelLispd(t testing.TB, nd *testnet.Node, name, cfg string) string {
 	t.Helper()
 	dir := t.TempDir()
 	sock := filepath.Join(dir, name+".sock")
