@@ -24,7 +24,10 @@ func (e *engine) resync(conns []ConnInfo, subs []SubflowInfo, starting bool) {
 	}
 	seen := map[uint32]bool{}
 	for _, ci := range conns {
-		if ci.Listener || ci.Token == 0 {
+		// Connections that are not established yet come with their
+		// ESTABLISHED event; those closing (their CLOSED event lost) are
+		// forgotten with those gone: no subflow can join them.
+		if ci.Listener || ci.Token == 0 || ci.State != tcpEstablished {
 			continue
 		}
 		seen[ci.Token] = true
@@ -44,7 +47,7 @@ func (e *engine) resync(conns []ConnInfo, subs []SubflowInfo, starting bool) {
 	}
 	for token := range e.conns {
 		if !seen[token] {
-			delete(e.conns, token)
+			delete(e.conns, token) // an event to come makes it anew
 		}
 	}
 }

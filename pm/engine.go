@@ -128,9 +128,12 @@ type slot struct {
 	cause     string
 	broke     time.Time
 	repairing bool
-	refusals  int       // peer refusals in a row, for the backoff
-	lastTry   time.Time // of the last create
-	repairs   int
+	refusals  int // peer refusals in a row, for the backoff
+	// synTimeouts counts the creates in a row that got no handshake in
+	// time, for their doubling wait.
+	synTimeouts int
+	lastTry     time.Time // of the last create
+	repairs     int
 }
 
 // attempt is one subflow the engine created or found.
@@ -532,6 +535,7 @@ func (e *engine) subEstablished(ev mptcp.Event) {
 	now := e.now()
 	if s := c.slotOf(ev.Local, ev.Remote); s != nil {
 		s.att.established, s.att.progress, s.state = true, now, slotUp
+		s.synTimeouts = 0
 		e.setUp(c, now)
 		if s.repairing {
 			s.repairing = false

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/amptcp/amptcp/mapping"
 	"github.com/amptcp/amptcp/mptcp"
 )
@@ -610,4 +612,61 @@ func BenchmarkBurst(b *testing.B) {
 		}
 		e.event(mptcp.Event{Type: mptcp.EventClosed, Token: token})
 	}
+}
+
+// A create that gets no handshake waits twice as long the next time, up
+// to a second: a burst of connections that slows every handshake is not
+// answered with a storm of creates.
+func TestPendingCreateWaitDoubles(t *testing.T) {
+	te := newTestEngine(t, "policy: ndiffports\nsubflows: 2\nrepair: {interval: 250ms}\n")
+	te.connect(1)
+	te.k.created()
+	var waits []time.Duration
+	for range 5 {
+		waited := time.Duration(0)
+		for len(te.k.destroyed()) == 0 {
+			te.clock.add(10 * time.Millisecond)
+			waited += 10 * time.Millisecond
+			te.tick()
+			if waited > 5*time.Second {
+				t.Fatal("the pending create was never sent again")
+			}
+		}
+		waits = append(waits, waited)
+		te.k.created()
+	}
+	want := []time.Duration{250 * time.Millisecond, 500 * time.Millisecond, time.Second, time.Second, time.Second}
+	if fmt.Sprint(waits) != fmt.Sprint(want) {
+		t.Errorf("waits before each new create %v, want %v", waits, want)
+	}
+}
+
+// A resync forgets the connections the kernel lists as closing (their
+// CLOSED event lost): their subflows are not repaired.
+func TestResyncForgetsClosingConnections(t *testing.T) {
+	te := newTestEngine(t, "policy: ndiffports\nsubflows: 2\n")
+	openAndEstablish(te)
+	const finWait1 = 4
+	te.resync([]ConnInfo{{Token: 1, Local: clientAddr, Remote: serverAddr, State: finWait1}},
+		[]SubflowInfo{{Token: 1, Local: clientAddr, Remote: serverAddr, State: finWait1}}, false)
+	te.clock.add(time.Second)
+	te.tick()
+	if te.conns[1] != nil {
+		t.Error("the closing connection is still tracked")
+	}
+	te.noCreates("for a closing connection")
+}
+
+// ENOTCONN on a create says the connection is closing: it is forgotten,
+// not retried.
+func TestCreateOnClosingConnection(t *testing.T) {
+	te := newTestEngine(t, "policy: ndiffports\nsubflows: 2\n")
+	te.k.createErr = &mptcp.CommandError{Cmd: mptcp.CmdSubflowCreate, Errno: unix.ENOTCONN}
+	te.connect(1)
+	if te.conns[1] != nil {
+		t.Error("the connection is still tracked")
+	}
+	te.clock.add(time.Second)
+	te.tick()
+	te.noCreates("after ENOTCONN")
 }

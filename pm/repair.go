@@ -41,6 +41,14 @@ func (e *engine) create(c *conn, s *slot) {
 			e.count.portsInUse++
 			continue
 		}
+		if errors.Is(err, unix.ENOTCONN) {
+			// The connection is closing: its CLOSED event is on the way
+			// (or was lost), and no subflow can join it any more.
+			e.count.createFailed[errnoName(err)]++
+			e.log.Debug("connection closing", "token", c.token)
+			delete(e.conns, c.token)
+			return
+		}
 		if err != nil {
 			e.createFailed(c, s, errnoName(err), err)
 			return
@@ -187,7 +195,8 @@ func (e *engine) tick() {
 			continue
 		}
 		for _, s := range c.slots {
-			if s.state == slotPending && now.Sub(s.att.sent) >= e.synTimeout(c) {
+			if s.state == slotPending && now.Sub(s.att.sent) >= e.synTimeout(c, s) {
+				s.synTimeouts++
 				e.destroy(c, s, "syn_timeout")
 			}
 			if s.state == slotBroken && !now.Before(s.retryAt) {
@@ -197,11 +206,20 @@ func (e *engine) tick() {
 	}
 }
 
+// maxSynWait bounds the wait for a create's handshake: the kernel itself
+// would send the SYN again after a second, so waiting longer gains
+// nothing, and a path that comes back is tried within it.
+const maxSynWait = time.Second
+
 // synTimeout is how long a create may wait for its handshake before it is
-// destroyed and sent again: a repair interval, or three RTTs on a long
-// path.
-func (e *engine) synTimeout(c *conn) time.Duration {
-	return max(e.cfg.Repair.Interval.Duration, 3*c.rtt)
+// destroyed and sent again: a repair interval (three RTTs on a long
+// path), doubled after each create of the slot that timed out, up to
+// maxSynWait. Without the doubling, a burst of connections that delays
+// every handshake beyond the interval would be answered with a storm of
+// creates that delays them further.
+func (e *engine) synTimeout(c *conn, s *slot) time.Duration {
+	base := max(e.cfg.Repair.Interval.Duration, 3*c.rtt)
+	return min(base<<min(s.synTimeouts, 8), max(maxSynWait, base))
 }
 
 // bytesReached opens the waiting connections that carried min-bytes.
