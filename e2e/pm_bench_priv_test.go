@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"net/netip"
 	"slices"
@@ -74,18 +75,15 @@ control: {socket: "{sock}"}
 	}
 	b.Cleanup(func() { pb.ln.Close() })
 	go func() {
-		var held []net.Conn // until the benchmark ends
-		defer func() {
-			for _, c := range held {
-				c.Close()
-			}
-		}()
 		for {
 			c, err := pb.ln.Accept()
 			if err != nil {
 				return
 			}
-			held = append(held, c)
+			go func() { // until the client closes
+				io.Copy(io.Discard, c)
+				c.Close()
+			}()
 		}
 	}()
 	if pb.events, err = watchEvents(pb.client); err != nil {
@@ -341,9 +339,16 @@ func BenchmarkPathManagerBurst(b *testing.B) {
 				done, burst, err, pb.events.lostAny(), c)
 		}
 		took = append(took, time.Since(began))
+		b.StopTimer()
 		for _, c := range conns {
 			c.Close()
 		}
+		// The next burst starts clean: every connection closed, and
+		// forgotten by the pm.
+		waitFor(b, "the pm to forget the closed connections", func() bool {
+			return pmStatus(b, pb.sock).Counters.Connections == 0
+		})
+		b.StartTimer()
 	}
 	b.StopTimer()
 	after := pmStatus(b, pb.sock).Counters
