@@ -27,7 +27,7 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 //	    198.51.100.0/24, 203.0.113.0/24 via 192.0.2.2 (02:00:00:00:00:02)
 //	    2001:db8:9::/48 via 2001:db8:1::2
 type rig struct {
-	t         *testing.T
+	t         testing.TB
 	ns        *netns.NS
 	dp        *Dataplane
 	eid, rloc int // ifindexes
@@ -36,7 +36,7 @@ type rig struct {
 
 var nextHopMAC = net.HardwareAddr{2, 0, 0, 0, 0, 2}
 
-func newRig(t *testing.T, cfg config.Dataplane, opts Options) *rig {
+func newRig(t testing.TB, cfg config.Dataplane, opts Options) *rig {
 	t.Helper()
 	testenv.RequireRoot(t)
 	r := &rig{t: t, ns: testenv.NetNS(t)}

@@ -32,7 +32,7 @@ func twoPaths(upB bool) Entry {
 }
 
 // sentTo is the outer destination of an encapsulated IPv4 frame.
-func sentTo(t *testing.T, v uint32, out []byte) netip.Addr {
+func sentTo(t testing.TB, v uint32, out []byte) netip.Addr {
 	t.Helper()
 	if v != actRedirect {
 		t.Fatalf("verdict %d, want redirect", v)
