@@ -24,6 +24,11 @@ type Options struct {
 	MissInterval    time.Duration // map-cache.miss-interval; 0: the default
 	RTR             bool          // the rtr role runs: resolve EIDs packets transit for
 	Log             *slog.Logger
+
+	// loadBytesOnly makes the programs read headers with
+	// bpf_skb_load_bytes, as they do when the headers are in paged
+	// data, which BPF_PROG_TEST_RUN's packets never are.
+	loadBytesOnly bool
 }
 
 // Dataplane is the loaded and attached eBPF data plane. Its methods are
@@ -122,6 +127,7 @@ func (d *Dataplane) load(cfg *config.Dataplane, opts Options) error {
 		"cfg_miss_native":      flag(cfg.Miss == "native-forward"),
 		"cfg_clamp_mss":        flag(cfg.ClampMSS == nil || *cfg.ClampMSS),
 		"cfg_rtr":              flag(opts.RTR),
+		"cfg_direct_access":    flag(!opts.loadBytesOnly),
 		"cfg_miss_interval_ns": uint64(miss),
 	}
 	for name, v := range settings {

@@ -148,18 +148,21 @@ const (
 	lispMapMisses            = "misses"
 	lispMapRlocs             = "rlocs"
 	lispMapRtrPaths          = "rtr_paths"
+	lispMapSubflowHints      = "subflow_hints"
 	lispMapSubflows          = "subflows"
 	lispMapTokens            = "tokens"
 	lispProgItr              = "itr"
 	lispProgUnderlay         = "underlay"
 	lispVarCfgBindSubflows   = "cfg_bind_subflows"
 	lispVarCfgClampMss       = "cfg_clamp_mss"
+	lispVarCfgDirectAccess   = "cfg_direct_access"
 	lispVarCfgIid            = "cfg_iid"
 	lispVarCfgMissIntervalNs = "cfg_miss_interval_ns"
 	lispVarCfgMissNative     = "cfg_miss_native"
 	lispVarCfgPortSum        = "cfg_port_sum"
 	lispVarCfgPreviousHop    = "cfg_previous_hop"
 	lispVarCfgRtr            = "cfg_rtr"
+	lispVarSubflowEpoch      = "subflow_epoch"
 )
 
 // loadLisp returns the embedded CollectionSpec for lisp.
@@ -212,18 +215,19 @@ type lispProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type lispMapSpecs struct {
-	Conns     *ebpf.MapSpec `ebpf:"conns"`
-	Counters  *ebpf.MapSpec `ebpf:"counters"`
-	EgressIfs *ebpf.MapSpec `ebpf:"egress_ifs"`
-	ItrPaths  *ebpf.MapSpec `ebpf:"itr_paths"`
-	Mapcache4 *ebpf.MapSpec `ebpf:"mapcache4"`
-	Mapcache6 *ebpf.MapSpec `ebpf:"mapcache6"`
-	MissSeen  *ebpf.MapSpec `ebpf:"miss_seen"`
-	Misses    *ebpf.MapSpec `ebpf:"misses"`
-	Rlocs     *ebpf.MapSpec `ebpf:"rlocs"`
-	RtrPaths  *ebpf.MapSpec `ebpf:"rtr_paths"`
-	Subflows  *ebpf.MapSpec `ebpf:"subflows"`
-	Tokens    *ebpf.MapSpec `ebpf:"tokens"`
+	Conns        *ebpf.MapSpec `ebpf:"conns"`
+	Counters     *ebpf.MapSpec `ebpf:"counters"`
+	EgressIfs    *ebpf.MapSpec `ebpf:"egress_ifs"`
+	ItrPaths     *ebpf.MapSpec `ebpf:"itr_paths"`
+	Mapcache4    *ebpf.MapSpec `ebpf:"mapcache4"`
+	Mapcache6    *ebpf.MapSpec `ebpf:"mapcache6"`
+	MissSeen     *ebpf.MapSpec `ebpf:"miss_seen"`
+	Misses       *ebpf.MapSpec `ebpf:"misses"`
+	Rlocs        *ebpf.MapSpec `ebpf:"rlocs"`
+	RtrPaths     *ebpf.MapSpec `ebpf:"rtr_paths"`
+	SubflowHints *ebpf.MapSpec `ebpf:"subflow_hints"`
+	Subflows     *ebpf.MapSpec `ebpf:"subflows"`
+	Tokens       *ebpf.MapSpec `ebpf:"tokens"`
 }
 
 // lispVariableSpecs contains global variables before they are loaded into the kernel.
@@ -232,12 +236,14 @@ type lispMapSpecs struct {
 type lispVariableSpecs struct {
 	CfgBindSubflows   *ebpf.VariableSpec `ebpf:"cfg_bind_subflows"`
 	CfgClampMss       *ebpf.VariableSpec `ebpf:"cfg_clamp_mss"`
+	CfgDirectAccess   *ebpf.VariableSpec `ebpf:"cfg_direct_access"`
 	CfgIid            *ebpf.VariableSpec `ebpf:"cfg_iid"`
 	CfgMissIntervalNs *ebpf.VariableSpec `ebpf:"cfg_miss_interval_ns"`
 	CfgMissNative     *ebpf.VariableSpec `ebpf:"cfg_miss_native"`
 	CfgPortSum        *ebpf.VariableSpec `ebpf:"cfg_port_sum"`
 	CfgPreviousHop    *ebpf.VariableSpec `ebpf:"cfg_previous_hop"`
 	CfgRtr            *ebpf.VariableSpec `ebpf:"cfg_rtr"`
+	SubflowEpoch      *ebpf.VariableSpec `ebpf:"subflow_epoch"`
 }
 
 // lispObjects contains all objects after they have been loaded into the kernel.
@@ -260,18 +266,19 @@ func (o *lispObjects) Close() error {
 //
 // It can be passed to loadLispObjects or ebpf.CollectionSpec.LoadAndAssign.
 type lispMaps struct {
-	Conns     *ebpf.Map `ebpf:"conns"`
-	Counters  *ebpf.Map `ebpf:"counters"`
-	EgressIfs *ebpf.Map `ebpf:"egress_ifs"`
-	ItrPaths  *ebpf.Map `ebpf:"itr_paths"`
-	Mapcache4 *ebpf.Map `ebpf:"mapcache4"`
-	Mapcache6 *ebpf.Map `ebpf:"mapcache6"`
-	MissSeen  *ebpf.Map `ebpf:"miss_seen"`
-	Misses    *ebpf.Map `ebpf:"misses"`
-	Rlocs     *ebpf.Map `ebpf:"rlocs"`
-	RtrPaths  *ebpf.Map `ebpf:"rtr_paths"`
-	Subflows  *ebpf.Map `ebpf:"subflows"`
-	Tokens    *ebpf.Map `ebpf:"tokens"`
+	Conns        *ebpf.Map `ebpf:"conns"`
+	Counters     *ebpf.Map `ebpf:"counters"`
+	EgressIfs    *ebpf.Map `ebpf:"egress_ifs"`
+	ItrPaths     *ebpf.Map `ebpf:"itr_paths"`
+	Mapcache4    *ebpf.Map `ebpf:"mapcache4"`
+	Mapcache6    *ebpf.Map `ebpf:"mapcache6"`
+	MissSeen     *ebpf.Map `ebpf:"miss_seen"`
+	Misses       *ebpf.Map `ebpf:"misses"`
+	Rlocs        *ebpf.Map `ebpf:"rlocs"`
+	RtrPaths     *ebpf.Map `ebpf:"rtr_paths"`
+	SubflowHints *ebpf.Map `ebpf:"subflow_hints"`
+	Subflows     *ebpf.Map `ebpf:"subflows"`
+	Tokens       *ebpf.Map `ebpf:"tokens"`
 }
 
 func (m *lispMaps) Close() error {
@@ -286,6 +293,7 @@ func (m *lispMaps) Close() error {
 		m.Misses,
 		m.Rlocs,
 		m.RtrPaths,
+		m.SubflowHints,
 		m.Subflows,
 		m.Tokens,
 	)
@@ -297,12 +305,14 @@ func (m *lispMaps) Close() error {
 type lispVariables struct {
 	CfgBindSubflows   *ebpf.Variable `ebpf:"cfg_bind_subflows"`
 	CfgClampMss       *ebpf.Variable `ebpf:"cfg_clamp_mss"`
+	CfgDirectAccess   *ebpf.Variable `ebpf:"cfg_direct_access"`
 	CfgIid            *ebpf.Variable `ebpf:"cfg_iid"`
 	CfgMissIntervalNs *ebpf.Variable `ebpf:"cfg_miss_interval_ns"`
 	CfgMissNative     *ebpf.Variable `ebpf:"cfg_miss_native"`
 	CfgPortSum        *ebpf.Variable `ebpf:"cfg_port_sum"`
 	CfgPreviousHop    *ebpf.Variable `ebpf:"cfg_previous_hop"`
 	CfgRtr            *ebpf.Variable `ebpf:"cfg_rtr"`
+	SubflowEpoch      *ebpf.Variable `ebpf:"subflow_epoch"`
 }
 
 // lispPrograms contains all programs after they have been loaded into the kernel.

@@ -56,38 +56,40 @@ func (r *rig) wantFrame(outerDst netip.Addr, hdr lisp.DataHeader, inner []byte, 
 }
 
 func TestITREncapsulates(t *testing.T) {
-	r := newRig(t, config.Dataplane{}, Options{})
-	r.put("10.2.0.0/16", Entry{Paths: []Path{rloc("198.51.100.1", 1, 100)}})
-	r.put("fd02::/16", Entry{Paths: []Path{rloc("2001:db8:9::1", 1, 100)}})
-	r.put("10.6.0.0/16", Entry{Paths: []Path{rloc("2001:db8:9::6", 1, 100)}})
+	forEachHeaderRead(t, Options{}, func(t *testing.T, opts Options) {
+		r := newRig(t, config.Dataplane{}, opts)
+		r.put("10.2.0.0/16", Entry{Paths: []Path{rloc("198.51.100.1", 1, 100)}})
+		r.put("fd02::/16", Entry{Paths: []Path{rloc("2001:db8:9::1", 1, 100)}})
+		r.put("10.6.0.0/16", Entry{Paths: []Path{rloc("2001:db8:9::6", 1, 100)}})
 
-	hdr := lisp.DataHeader{NoncePresent: true}
-	payload := []byte("amptcp says hello")
-	hostC := netip.MustParseAddrPort("10.6.0.1:5001")
-	for _, tc := range []struct {
-		name     string
-		src, dst netip.AddrPort
-		outer    string
-	}{
-		{"IPv4 in IPv4", hostA, hostB, "198.51.100.1"},
-		{"IPv6 in IPv6", hostA6, hostB6, "2001:db8:9::1"},
-		{"IPv4 in IPv6", hostA, hostC, "2001:db8:9::6"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			inner := udp(tc.src, tc.dst, 63, payload)
-			verdict, out := r.itr(inner)
-			if verdict != actRedirect {
-				t.Fatalf("verdict %d, want redirect (%d); counters %v", verdict, actRedirect, nonZero(r.counters()))
-			}
-			want := r.wantFrame(netip.MustParseAddr(tc.outer), hdr, inner, protoUDP, tc.src, tc.dst)
-			if got := maskNonce(out); !bytes.Equal(got, want) {
-				t.Errorf("frame:\n got %x\nwant %x", got, want)
-			}
-		})
-	}
-	if c := r.counters(); c["itr_encapsulated"] != 3 || c["itr_path0_packets"] != 3 {
-		t.Errorf("counters %v", nonZero(c))
-	}
+		hdr := lisp.DataHeader{NoncePresent: true}
+		payload := []byte("amptcp says hello")
+		hostC := netip.MustParseAddrPort("10.6.0.1:5001")
+		for _, tc := range []struct {
+			name     string
+			src, dst netip.AddrPort
+			outer    string
+		}{
+			{"IPv4 in IPv4", hostA, hostB, "198.51.100.1"},
+			{"IPv6 in IPv6", hostA6, hostB6, "2001:db8:9::1"},
+			{"IPv4 in IPv6", hostA, hostC, "2001:db8:9::6"},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				inner := udp(tc.src, tc.dst, 63, payload)
+				verdict, out := r.itr(inner)
+				if verdict != actRedirect {
+					t.Fatalf("verdict %d, want redirect (%d); counters %v", verdict, actRedirect, nonZero(r.counters()))
+				}
+				want := r.wantFrame(netip.MustParseAddr(tc.outer), hdr, inner, protoUDP, tc.src, tc.dst)
+				if got := maskNonce(out); !bytes.Equal(got, want) {
+					t.Errorf("frame:\n got %x\nwant %x", got, want)
+				}
+			})
+		}
+		if c := r.counters(); c["itr_encapsulated"] != 3 || c["itr_path0_packets"] != 3 {
+			t.Errorf("counters %v", nonZero(c))
+		}
+	})
 }
 
 // The nonce is random: two packets of a flow carry different ones.
@@ -206,39 +208,41 @@ func TestITRMissNativelyForwarded(t *testing.T) {
 // (56 of IPv6) on the RLOC interface's 1500-byte MTU, and the TCP
 // checksum still holds.
 func TestITRClampsMSS(t *testing.T) {
-	r := newRig(t, config.Dataplane{MPTCPSubflows: "off"}, Options{})
-	r.put("10.2.0.0/16", Entry{Paths: []Path{rloc("198.51.100.1", 1, 100)}})
-	r.put("fd02::/16", Entry{Paths: []Path{rloc("2001:db8:9::1", 1, 100)}})
-	for _, tc := range []struct {
-		src, dst netip.AddrPort
-		flags    uint8
-		mss      uint16
-		want     uint16
-		outer    int
-	}{
-		{hostA, hostB, syn, 1460, 1500 - 36 - 20 - 20, 20},
-		{hostA, hostB, syn | ack, 1460, 1500 - 36 - 20 - 20, 20},
-		{hostA, hostB, syn, 1200, 1200, 20}, // small enough already
-		{hostA6, hostB6, syn, 1440, 1500 - 56 - 40 - 20, 40},
-	} {
-		inner := tcp(tc.src, tc.dst, 64, tcpSeg{flags: tc.flags, options: optMSS(tc.mss)})
-		v, out := r.itr(inner)
-		if v != actRedirect {
-			t.Fatalf("verdict %d", v)
+	forEachHeaderRead(t, Options{}, func(t *testing.T, opts Options) {
+		r := newRig(t, config.Dataplane{MPTCPSubflows: "off"}, opts)
+		r.put("10.2.0.0/16", Entry{Paths: []Path{rloc("198.51.100.1", 1, 100)}})
+		r.put("fd02::/16", Entry{Paths: []Path{rloc("2001:db8:9::1", 1, 100)}})
+		for _, tc := range []struct {
+			src, dst netip.AddrPort
+			flags    uint8
+			mss      uint16
+			want     uint16
+			outer    int
+		}{
+			{hostA, hostB, syn, 1460, 1500 - 36 - 20 - 20, 20},
+			{hostA, hostB, syn | ack, 1460, 1500 - 36 - 20 - 20, 20},
+			{hostA, hostB, syn, 1200, 1200, 20}, // small enough already
+			{hostA6, hostB6, syn, 1440, 1500 - 56 - 40 - 20, 40},
+		} {
+			inner := tcp(tc.src, tc.dst, 64, tcpSeg{flags: tc.flags, options: optMSS(tc.mss)})
+			v, out := r.itr(inner)
+			if v != actRedirect {
+				t.Fatalf("verdict %d", v)
+			}
+			got := out[14+tc.outer+8+8:]
+			l3 := 20
+			if tc.src.Addr().Is6() {
+				l3 = 40
+			}
+			mss := binary.BigEndian.Uint16(got[l3+20+2:])
+			if mss != tc.want || !validL4(got) {
+				t.Errorf("%v MSS %d: clamped to %d, want %d; checksum valid %v", tc.src, tc.mss, mss, tc.want, validL4(got))
+			}
 		}
-		got := out[14+tc.outer+8+8:]
-		l3 := 20
-		if tc.src.Addr().Is6() {
-			l3 = 40
+		if c := r.counters(); c["itr_mss_clamped"] != 3 {
+			t.Errorf("counters %v", nonZero(c))
 		}
-		mss := binary.BigEndian.Uint16(got[l3+20+2:])
-		if mss != tc.want || !validL4(got) {
-			t.Errorf("%v MSS %d: clamped to %d, want %d; checksum valid %v", tc.src, tc.mss, mss, tc.want, validL4(got))
-		}
-	}
-	if c := r.counters(); c["itr_mss_clamped"] != 3 {
-		t.Errorf("counters %v", nonZero(c))
-	}
+	})
 }
 
 // A packet that would not fit the RLOC interface's MTU once encapsulated

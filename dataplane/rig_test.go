@@ -227,3 +227,18 @@ func elp(prio, weight uint8, hops ...string) Path {
 	}
 	return p
 }
+
+// forEachHeaderRead runs test with the programs reading headers straight
+// from the linear area, and again with bpf_skb_load_bytes, as they do
+// when the headers are in paged data.
+func forEachHeaderRead(t *testing.T, opts Options, test func(t *testing.T, opts Options)) {
+	for _, loadBytes := range []bool{false, true} {
+		name := "direct"
+		if loadBytes {
+			name = "load_bytes"
+		}
+		o := opts
+		o.loadBytesOnly = loadBytes
+		t.Run(name, func(t *testing.T) { test(t, o) })
+	}
+}

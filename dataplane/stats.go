@@ -114,36 +114,64 @@ const (
 	closingLinger = 30 * time.Second
 )
 
-// monotonic is bpf_ktime_get_ns's clock.
+// monotonic is the clock of bpf_ktime_get_ns, and of
+// bpf_ktime_get_coarse_ns, which is up to a tick behind.
 func monotonic() uint64 {
 	var ts unix.Timespec
 	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
 	return uint64(ts.Nano())
 }
 
-// sweepEvery forgets idle and closed subflows until Close.
+// sweepEvery forgets idle and closed subflows until Close, and moves
+// the subflow hints on to a new epoch once per idle timeout.
 func (d *Dataplane) sweepEvery(idle time.Duration) {
 	t := time.NewTicker(min(max(idle/4, 100*time.Millisecond), 10*time.Second))
 	defer t.Stop()
+	epochStart := monotonic()
 	for {
 		select {
 		case <-d.stop:
 			return
 		case <-t.C:
-			if n, err := d.sweep(idle); err != nil {
+			now := monotonic()
+			n, err := d.sweep(now, idle)
+			if err != nil {
 				d.log.Warn("sweep subflows", "error", err)
-			} else if n > 0 {
+				continue
+			}
+			if n > 0 {
 				d.log.Debug("subflows ended", "count", n)
 			}
+			if time.Duration(now-epochStart) < idle {
+				continue
+			}
+			if err := d.nextEpoch(); err != nil {
+				d.log.Warn("subflow hints", "error", err)
+				continue
+			}
+			epochStart = monotonic()
 		}
 	}
 }
 
-// sweep removes the subflows idle for longer than idle, or closing for
-// longer than closingLinger, and gives their paths back to their
-// connections. It returns how many it removed.
-func (d *Dataplane) sweep(idle time.Duration) (int, error) {
-	now := monotonic()
+// nextEpoch moves the subflow hints on to a new epoch. The programs skip
+// the subflow table for packets whose hint is older than the epoch
+// before (with an epoch to spare; bpf/maps.h). That is right when the
+// epoch moves on only right after a sweep and at least idle after it
+// last moved: each subflow left then was seen within idle, so after the
+// last move.
+func (d *Dataplane) nextEpoch() error {
+	var epoch uint32
+	if err := d.objs.SubflowEpoch.Get(&epoch); err != nil {
+		return err
+	}
+	return d.objs.SubflowEpoch.Set(epoch + 1)
+}
+
+// sweep removes the subflows idle at now for longer than idle, or
+// closing for longer than closingLinger, and gives their paths back to
+// their connections. It returns how many it removed.
+func (d *Dataplane) sweep(now uint64, idle time.Duration) (int, error) {
 	var (
 		k    lispFlowKey
 		v    lispSubflow

@@ -47,62 +47,64 @@ func port(p uint16) netip.AddrPort { return netip.AddrPortFrom(hostA.Addr(), p) 
 // the MP_JOIN (found by the token hashed from the keys of the third ACK)
 // the other one; a third subflow shares the least used one.
 func TestSubflowsInitiator(t *testing.T) {
-	r := newRig(t, config.Dataplane{}, Options{})
-	r.put("10.2.0.0/16", twoPaths(true))
+	forEachHeaderRead(t, Options{}, func(t *testing.T, opts Options) {
+		r := newRig(t, config.Dataplane{}, opts)
+		r.put("10.2.0.0/16", twoPaths(true))
 
-	first := r.sendTCP(port(40000), tcpSeg{flags: syn, options: mpCapableSYN()})
-	r.itrTCP(port(40000), tcpSeg{flags: ack, options: mpCapableACK(clientKey, serverKey)})
-	second := r.sendTCP(port(40001), tcpSeg{flags: syn, options: mpJoinSYN(token(serverKey))})
-	third := r.sendTCP(port(40002), tcpSeg{flags: syn, options: mpJoinSYN(token(serverKey))})
-	if first != rlocA || second != rlocB || third != rlocA {
-		t.Fatalf("subflows sent to %s, %s, %s; want %s, %s, %s", first, second, third, rlocA, rlocB, rlocA)
-	}
-	// Later packets stay on their subflow's path, whatever their hash.
-	for i := range 20 {
-		payload := []byte{byte(i)}
-		for p, want := range map[uint16]netip.Addr{40000: rlocA, 40001: rlocB, 40002: rlocA} {
-			if got := r.sendTCP(port(p), tcpSeg{flags: ack, seq: uint32(i), payload: payload}); got != want {
-				t.Fatalf("packet %d of subflow %d sent to %s, want %s", i, p, got, want)
+		first := r.sendTCP(port(40000), tcpSeg{flags: syn, options: mpCapableSYN()})
+		r.itrTCP(port(40000), tcpSeg{flags: ack, options: mpCapableACK(clientKey, serverKey)})
+		second := r.sendTCP(port(40001), tcpSeg{flags: syn, options: mpJoinSYN(token(serverKey))})
+		third := r.sendTCP(port(40002), tcpSeg{flags: syn, options: mpJoinSYN(token(serverKey))})
+		if first != rlocA || second != rlocB || third != rlocA {
+			t.Fatalf("subflows sent to %s, %s, %s; want %s, %s, %s", first, second, third, rlocA, rlocB, rlocA)
+		}
+		// Later packets stay on their subflow's path, whatever their hash.
+		for i := range 20 {
+			payload := []byte{byte(i)}
+			for p, want := range map[uint16]netip.Addr{40000: rlocA, 40001: rlocB, 40002: rlocA} {
+				if got := r.sendTCP(port(p), tcpSeg{flags: ack, seq: uint32(i), payload: payload}); got != want {
+					t.Fatalf("packet %d of subflow %d sent to %s, want %s", i, p, got, want)
+				}
 			}
 		}
-	}
-	subs := r.subflows()
-	if len(subs) != 3 || subs[0].Connection != subs[1].Connection || subs[1].Connection != subs[2].Connection {
-		t.Fatalf("subflows %+v", subs)
-	}
-	if paths := []int{subs[0].Path, subs[1].Path, subs[2].Path}; !slices.Equal(paths, []int{0, 1, 0}) ||
-		!subs[0].Initiator || subs[1].Packets != 21 || time.Since(subs[0].LastSeen) > time.Minute {
-		t.Errorf("subflows %+v", subs)
-	}
-
-	// Path B goes down: its subflow moves to A, and stays there when B
-	// comes back (a move costs the subflow its congestion state).
-	r.put("10.2.0.0/16", twoPaths(false))
-	if got := r.sendTCP(port(40001), tcpSeg{flags: ack}); got != rlocA {
-		t.Errorf("with B down, sent to %s", got)
-	}
-	r.put("10.2.0.0/16", twoPaths(true))
-	if got := r.sendTCP(port(40001), tcpSeg{flags: ack}); got != rlocA {
-		t.Errorf("with B back, sent to %s", got)
-	}
-	// A RST ends a subflow; a FIN marks it closing.
-	r.itrTCP(port(40002), tcpSeg{flags: rst})
-	r.itrTCP(port(40000), tcpSeg{flags: fin | ack})
-	if subs := r.subflows(); len(subs) != 2 || !subs[0].Closing {
-		t.Errorf("after RST and FIN: %+v", subs)
-	}
-	// A join naming a token nobody has is counted and still forwarded.
-	r.sendTCP(port(40009), tcpSeg{flags: syn, options: mpJoinSYN(0xdeadbeef)})
-
-	c := r.counters()
-	for name, want := range map[string]uint64{
-		"subflow_new": 1, "subflow_join": 2, "subflow_tokens_learned": 1, "subflow_bound": 5,
-		"subflow_rebound": 1, "subflow_reset": 1, "subflow_fin": 1, "subflow_join_unknown_token": 1,
-	} {
-		if c[name] != want {
-			t.Errorf("%s = %d, want %d (all: %v)", name, c[name], want, nonZero(c))
+		subs := r.subflows()
+		if len(subs) != 3 || subs[0].Connection != subs[1].Connection || subs[1].Connection != subs[2].Connection {
+			t.Fatalf("subflows %+v", subs)
 		}
-	}
+		if paths := []int{subs[0].Path, subs[1].Path, subs[2].Path}; !slices.Equal(paths, []int{0, 1, 0}) ||
+			!subs[0].Initiator || subs[1].Packets != 21 || time.Since(subs[0].LastSeen) > time.Minute {
+			t.Errorf("subflows %+v", subs)
+		}
+
+		// Path B goes down: its subflow moves to A, and stays there when B
+		// comes back (a move costs the subflow its congestion state).
+		r.put("10.2.0.0/16", twoPaths(false))
+		if got := r.sendTCP(port(40001), tcpSeg{flags: ack}); got != rlocA {
+			t.Errorf("with B down, sent to %s", got)
+		}
+		r.put("10.2.0.0/16", twoPaths(true))
+		if got := r.sendTCP(port(40001), tcpSeg{flags: ack}); got != rlocA {
+			t.Errorf("with B back, sent to %s", got)
+		}
+		// A RST ends a subflow; a FIN marks it closing.
+		r.itrTCP(port(40002), tcpSeg{flags: rst})
+		r.itrTCP(port(40000), tcpSeg{flags: fin | ack})
+		if subs := r.subflows(); len(subs) != 2 || !subs[0].Closing {
+			t.Errorf("after RST and FIN: %+v", subs)
+		}
+		// A join naming a token nobody has is counted and still forwarded.
+		r.sendTCP(port(40009), tcpSeg{flags: syn, options: mpJoinSYN(0xdeadbeef)})
+
+		c := r.counters()
+		for name, want := range map[string]uint64{
+			"subflow_new": 1, "subflow_join": 2, "subflow_tokens_learned": 1, "subflow_bound": 5,
+			"subflow_rebound": 1, "subflow_reset": 1, "subflow_fin": 1, "subflow_join_unknown_token": 1,
+		} {
+			if c[name] != want {
+				t.Errorf("%s = %d, want %d (all: %v)", name, c[name], want, nonZero(c))
+			}
+		}
+	})
 }
 
 // On the side that accepts the connection, the ETR sees the SYNs and the
@@ -185,4 +187,109 @@ func (r *rig) subflows() []Subflow {
 	}
 	slices.SortFunc(subs, func(a, b Subflow) int { return int(a.Local.Port()) - int(b.Local.Port()) })
 	return subs
+}
+
+// The subflow hints let packets of flows that are no subflow skip the
+// subflow table. A subflow is found as long as its hint was refreshed in
+// the current epoch or one of the two before, by packets in either
+// direction; the Go side never lets a subflow's hint get older than
+// that (TestSubflowsAcrossEpochs), and this test does so by hand to show
+// that the hint decides.
+func TestSubflowHints(t *testing.T) {
+	r := newRig(t, config.Dataplane{}, Options{})
+	r.put("10.2.0.0/16", twoPaths(true))
+	r.sendTCP(port(40000), tcpSeg{flags: syn, options: mpCapableSYN()})
+	inbound := func(s tcpSeg) {
+		pkt := tcp(hostB, port(40000), 60, s)
+		if v, _ := r.underlay(encapsulated(rlocA, ourV4, 60, lisp.DataHeader{}, pkt)); v != actOK {
+			t.Fatalf("decapsulation: verdict %d", v)
+		}
+	}
+	packets := func() uint64 {
+		subs := r.subflows()
+		if len(subs) != 1 {
+			t.Fatalf("subflows %+v", subs)
+		}
+		return subs[0].Packets
+	}
+
+	r.advanceEpoch(2)
+	inbound(tcpSeg{flags: syn | ack, options: mpCapableSYN()}) // refreshes the hint
+	r.advanceEpoch(2)
+	r.sendTCP(port(40000), tcpSeg{flags: ack, options: mpCapableACK(clientKey, serverKey)})
+	if n := packets(); n != 2 {
+		t.Fatalf("the subflow counted %d packets, want 2", n)
+	}
+	if c := r.counters(); c["subflow_tokens_learned"] != 1 {
+		t.Errorf("the ETR's refresh did not keep the subflow: counters %v", nonZero(c))
+	}
+
+	// Three epochs without a packet: the ITR takes the subflow's
+	// packets for a plain flow's.
+	r.advanceEpoch(3)
+	r.sendTCP(port(40000), tcpSeg{flags: ack})
+	if n := packets(); n != 2 {
+		t.Errorf("a packet with a stale hint was counted on the subflow (%d packets)", n)
+	}
+	// A SYN is always looked up.
+	r.sendTCP(port(40000), tcpSeg{flags: syn, options: mpCapableSYN()})
+	r.sendTCP(port(40000), tcpSeg{flags: ack})
+	if n := packets(); n != 4 {
+		t.Errorf("the subflow counted %d packets after a SYN refreshed its hint, want 4", n)
+	}
+}
+
+// Across many epochs, an active subflow keeps its path and every packet
+// finds it; an idle one is swept, and the epoch moves on at most once
+// per idle timeout.
+func TestSubflowsAcrossEpochs(t *testing.T) {
+	const idle = 300 * time.Millisecond
+	r := newRig(t, config.Dataplane{SubflowIdleTimeout: config.Duration{Duration: idle}}, Options{})
+	r.put("10.2.0.0/16", twoPaths(true))
+	first, start := r.epoch(), time.Now()
+	path := r.sendTCP(port(40000), tcpSeg{flags: syn, options: mpCapableSYN()})
+	sent := uint64(1)
+	for r.epoch() < first+4 {
+		if time.Since(start) > 10*time.Second {
+			t.Fatalf("the epoch moved from %d to %d in %v", first, r.epoch(), time.Since(start))
+		}
+		time.Sleep(idle / 6)
+		if got := r.sendTCP(port(40000), tcpSeg{flags: ack, seq: uint32(sent)}); got != path {
+			t.Fatalf("packet %d sent to %s, want %s", sent, got, path)
+		}
+		sent++
+	}
+	if moved, most := r.epoch()-first, uint32(time.Since(start)/idle); moved > most {
+		t.Errorf("the epoch moved %d times in %v", moved, time.Since(start))
+	}
+	if subs := r.subflows(); len(subs) != 1 || subs[0].Packets != sent {
+		t.Fatalf("after %d packets: subflows %+v", sent, subs)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(r.subflows()) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the idle subflow was not swept: %+v", r.subflows())
+		}
+		time.Sleep(idle / 4)
+	}
+}
+
+func (r *rig) epoch() uint32 {
+	r.t.Helper()
+	var e uint32
+	if err := r.dp.objs.SubflowEpoch.Get(&e); err != nil {
+		r.t.Fatal(err)
+	}
+	return e
+}
+
+// advanceEpoch moves the subflow hints' epoch on n times, without the
+// sweeps that go with it in the Go side.
+func (r *rig) advanceEpoch(n int) {
+	r.t.Helper()
+	for range n {
+		if err := r.dp.nextEpoch(); err != nil {
+			r.t.Fatal(err)
+		}
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/amptcp/amptcp/config"
 	"github.com/amptcp/amptcp/internal/inet"
@@ -21,45 +22,49 @@ func encapsulated(src, dst netip.Addr, ttl uint8, hdr lisp.DataHeader, inner []b
 }
 
 func TestETRDecapsulates(t *testing.T) {
-	r := newRig(t, config.Dataplane{}, Options{})
-	hdr := lisp.DataHeader{NoncePresent: true, Nonce: 0x123456}
-	for _, tc := range []struct {
-		name       string
-		outer, dst netip.Addr
-		inner      []byte
-		ethType    uint16
-	}{
-		{"IPv4 in IPv4", remoteRLOC, ourV4, udp(hostB, hostA, 60, []byte("reply")), ethIPv4},
-		{"IPv6 in IPv6", remoteRLOC6, ourV6, udp(hostB6, hostA6, 60, []byte("reply")), ethIPv6},
-		{"IPv6 in IPv4", remoteRLOC, ourV4, udp(hostB6, hostA6, 60, []byte("reply")), ethIPv6},
-		{"IPv4 in IPv6", remoteRLOC6, ourV6, udp(hostB, hostA, 60, []byte("reply")), ethIPv4},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			v, out := r.underlay(encapsulated(tc.outer, tc.dst, 64, hdr, tc.inner))
-			if v != actOK {
-				t.Fatalf("verdict %d, want ok; counters %v", v, nonZero(r.counters()))
-			}
-			want := eth(r.rlocMAC, nextHopMAC, tc.ethType, tc.inner)
-			if !bytes.Equal(out, want) {
-				t.Errorf("frame:\n got %x\nwant %x", out, want)
-			}
-		})
-	}
-	if c := r.counters(); c["etr_decapsulated"] != 4 {
-		t.Errorf("counters %v", nonZero(c))
-	}
+	forEachHeaderRead(t, Options{}, func(t *testing.T, opts Options) {
+		r := newRig(t, config.Dataplane{}, opts)
+		hdr := lisp.DataHeader{NoncePresent: true, Nonce: 0x123456}
+		for _, tc := range []struct {
+			name       string
+			outer, dst netip.Addr
+			inner      []byte
+			ethType    uint16
+		}{
+			{"IPv4 in IPv4", remoteRLOC, ourV4, udp(hostB, hostA, 60, []byte("reply")), ethIPv4},
+			{"IPv6 in IPv6", remoteRLOC6, ourV6, udp(hostB6, hostA6, 60, []byte("reply")), ethIPv6},
+			{"IPv6 in IPv4", remoteRLOC, ourV4, udp(hostB6, hostA6, 60, []byte("reply")), ethIPv6},
+			{"IPv4 in IPv6", remoteRLOC6, ourV6, udp(hostB, hostA, 60, []byte("reply")), ethIPv4},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				v, out := r.underlay(encapsulated(tc.outer, tc.dst, 64, hdr, tc.inner))
+				if v != actOK {
+					t.Fatalf("verdict %d, want ok; counters %v", v, nonZero(r.counters()))
+				}
+				want := eth(r.rlocMAC, nextHopMAC, tc.ethType, tc.inner)
+				if !bytes.Equal(out, want) {
+					t.Errorf("frame:\n got %x\nwant %x", out, want)
+				}
+			})
+		}
+		if c := r.counters(); c["etr_decapsulated"] != 4 {
+			t.Errorf("counters %v", nonZero(c))
+		}
+	})
 }
 
 // RFC 9300 §5.3: when the outer TTL is the smaller, it becomes the inner
 // one, with the inner IPv4 checksum kept right.
 func TestETRCopiesSmallerTTL(t *testing.T) {
-	r := newRig(t, config.Dataplane{}, Options{})
-	inner := udp(hostB, hostA, 60, []byte("x"))
-	_, out := r.underlay(encapsulated(remoteRLOC, ourV4, 7, lisp.DataHeader{}, inner))
-	got := out[14:]
-	if got[8] != 7 || inet.Checksum(got[:20]) != 0 {
-		t.Errorf("inner TTL %d, header checksum valid %v", got[8], inet.Checksum(got[:20]) == 0)
-	}
+	forEachHeaderRead(t, Options{}, func(t *testing.T, opts Options) {
+		r := newRig(t, config.Dataplane{}, opts)
+		inner := udp(hostB, hostA, 60, []byte("x"))
+		_, out := r.underlay(encapsulated(remoteRLOC, ourV4, 7, lisp.DataHeader{}, inner))
+		got := out[14:]
+		if got[8] != 7 || inet.Checksum(got[:20]) != 0 {
+			t.Errorf("inner TTL %d, header checksum valid %v", got[8], inet.Checksum(got[:20]) == 0)
+		}
+	})
 }
 
 func TestUnderlayLeavesOthersAlone(t *testing.T) {
@@ -82,47 +87,66 @@ func TestUnderlayLeavesOthersAlone(t *testing.T) {
 // Malformed encapsulated packets are dropped and counted, never passed on
 // half-parsed.
 func TestETRMalformed(t *testing.T) {
-	r := newRig(t, config.Dataplane{}, Options{})
-	short := encap(remoteRLOC, ourV4, 0xc123, 64, 0, []byte{0x80, 0, 0}, nil) // a 3-byte LISP header
-	notIP := encapsulated(remoteRLOC, ourV4, 64, lisp.DataHeader{}, []byte{0x50, 1, 2, 3, 4, 5, 6, 7})
-	cut := encapsulated(remoteRLOC, ourV4, 64, lisp.DataHeader{}, udp(hostB, hostA, 60, []byte("x"))[:12])
-	for name, pkt := range map[string][]byte{"short header": short, "inner not IP": notIP, "inner cut": cut} {
-		if v, _ := r.underlay(pkt); v != actShot {
-			t.Errorf("%s: verdict %d, want drop", name, v)
+	forEachHeaderRead(t, Options{}, func(t *testing.T, opts Options) {
+		r := newRig(t, config.Dataplane{}, opts)
+		short := encap(remoteRLOC, ourV4, 0xc123, 64, 0, []byte{0x80, 0, 0}, nil) // a 3-byte LISP header
+		notIP := encapsulated(remoteRLOC, ourV4, 64, lisp.DataHeader{}, []byte{0x50, 1, 2, 3, 4, 5, 6, 7})
+		cut := encapsulated(remoteRLOC, ourV4, 64, lisp.DataHeader{}, udp(hostB, hostA, 60, []byte("x"))[:12])
+		for name, pkt := range map[string][]byte{"short header": short, "inner not IP": notIP, "inner cut": cut} {
+			if v, _ := r.underlay(pkt); v != actShot {
+				t.Errorf("%s: verdict %d, want drop", name, v)
+			}
 		}
-	}
-	if c := r.counters(); c["etr_malformed"] != 3 {
-		t.Errorf("counters %v", nonZero(c))
-	}
+		if c := r.counters(); c["etr_malformed"] != 3 {
+			t.Errorf("counters %v", nonZero(c))
+		}
+	})
 }
 
 // An RTR on an ELP rewrites the outer header towards the hop after it and
 // keeps the LISP header (and so the path ID) as it came.
 func TestRTRReencapsulates(t *testing.T) {
-	r := newRig(t, config.Dataplane{EIDInterfaces: []string{}}, Options{RTR: true})
-	prev, next := "198.51.100.10", "203.0.113.20"
-	r.put("10.2.0.0/16", Entry{Paths: []Path{
-		elp(1, 50, "198.51.100.11", "203.0.113.21", "203.0.113.1"), // not through us
-		elp(1, 50, prev, "192.0.2.1", next, "203.0.113.1"),
-	}})
-	inner := udp(hostA, hostB, 60, []byte("x"))
-	hdr := lisp.DataHeader{NoncePresent: true, Nonce: 0xabcdef}
-	hdr.SetPathID(2)
-	in := encapsulated(netip.MustParseAddr(prev), ourV4, 30, hdr, inner)
-	v, out := r.underlay(in)
-	if v != actRedirect {
-		t.Fatalf("verdict %d; counters %v", v, nonZero(r.counters()))
-	}
-	want := encap(ourV4, netip.MustParseAddr(next), 0xc123, 29, 0, lispHeader(hdr), inner)
-	if got := out[14:]; !bytes.Equal(got, want) {
-		t.Errorf("packet:\n got %x\nwant %x", got, want)
-	}
-	if !bytes.Equal(out[:6], nextHopMAC) || !bytes.Equal(out[6:12], r.rlocMAC) {
-		t.Errorf("Ethernet header %x", out[:14])
-	}
-	if c := r.counters(); c["rtr_reencapsulated"] != 1 || c["rtr_path1_packets"] != 1 {
-		t.Errorf("counters %v", nonZero(c))
-	}
+	forEachHeaderRead(t, Options{RTR: true}, func(t *testing.T, opts Options) {
+		r := newRig(t, config.Dataplane{EIDInterfaces: []string{}}, opts)
+		r.put("10.2.0.0/16", Entry{Paths: []Path{
+			elp(1, 50, "198.51.100.11", "203.0.113.21", "203.0.113.1"), // not through us
+			elp(1, 50, "198.51.100.10", "192.0.2.1", "203.0.113.20", "203.0.113.1"),
+		}})
+		r.put("fd02::/16", Entry{Paths: []Path{
+			elp(1, 50, "2001:db8:9::11", "2001:db8:9::21", "2001:db8:9::1"),
+			elp(1, 50, "2001:db8:9::10", "2001:db8:1::1", "2001:db8:9::20", "2001:db8:9::1"),
+		}})
+		hdr := lisp.DataHeader{NoncePresent: true, Nonce: 0xabcdef}
+		hdr.SetPathID(2)
+		for _, tc := range []struct {
+			name           string
+			prev, us, next string
+			inner          []byte
+		}{
+			{"IPv4", "198.51.100.10", "192.0.2.1", "203.0.113.20", udp(hostA, hostB, 60, []byte("x"))},
+			{"IPv6", "2001:db8:9::10", "2001:db8:1::1", "2001:db8:9::20", udp(hostA6, hostB6, 60, []byte("x"))},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				us := netip.MustParseAddr(tc.us)
+				in := encapsulated(netip.MustParseAddr(tc.prev), us, 30, hdr, tc.inner)
+				v, out := r.underlay(in)
+				if v != actRedirect {
+					t.Fatalf("verdict %d; counters %v", v, nonZero(r.counters()))
+				}
+				want := encap(us, netip.MustParseAddr(tc.next), 0xc123, 29, 0, lispHeader(hdr), tc.inner)
+				if got := out[14:]; !bytes.Equal(got, want) {
+					t.Errorf("packet:\n got %x\nwant %x", got, want)
+				}
+				if !bytes.Equal(out[:6], nextHopMAC) || !bytes.Equal(out[6:12], r.rlocMAC) ||
+					uint16(out[12])<<8|uint16(out[13]) != ethType(us) {
+					t.Errorf("Ethernet header %x", out[:14])
+				}
+			})
+		}
+		if c := r.counters(); c["rtr_reencapsulated"] != 2 || c["rtr_path1_packets"] != 2 {
+			t.Errorf("counters %v", nonZero(c))
+		}
+	})
 }
 
 // Without a path ID, an RTR recognises the ELP by the hop before it
@@ -164,6 +188,31 @@ func TestRTRLastHopAndMiss(t *testing.T) {
 		t.Errorf("TTL 1: verdict %d, want drop", v)
 	}
 	if c := r.counters(); c["etr_decapsulated"] != 1 || c["rtr_miss"] != 1 || c["rtr_ttl_expired"] != 1 {
+		t.Errorf("counters %v", nonZero(c))
+	}
+}
+
+// Only the rtr role sends packets on: a router without it delivers what
+// comes to its RLOCs, even when an ELP it is on goes on after it, and
+// asks for no mapping.
+func TestETRWithoutRTRRole(t *testing.T) {
+	r := newRig(t, config.Dataplane{}, Options{MissInterval: time.Hour})
+	r.put("10.1.0.0/24", Entry{Paths: []Path{elp(1, 50, "198.51.100.10", "192.0.2.1", "203.0.113.20")}})
+	for _, inner := range [][]byte{
+		udp(hostB, hostA, 60, []byte("on an ELP through us")),
+		udp(hostB, netip.MustParseAddrPort("10.9.0.1:53"), 60, []byte("no mapping")),
+	} {
+		v, out := r.underlay(encapsulated(netip.MustParseAddr("198.51.100.10"), ourV4, 64, lisp.DataHeader{}, inner))
+		if v != actOK || !bytes.Equal(out[14:], inner) {
+			t.Errorf("verdict %d, inner packet delivered %v", v, bytes.Equal(out[14:], inner))
+		}
+	}
+	select {
+	case m := <-r.dp.Misses():
+		t.Errorf("miss reported: %+v", m)
+	case <-time.After(100 * time.Millisecond):
+	}
+	if c := r.counters(); c["etr_decapsulated"] != 2 || c["rtr_reencapsulated"] != 0 || c["rtr_miss"] != 0 {
 		t.Errorf("counters %v", nonZero(c))
 	}
 }

@@ -51,6 +51,7 @@ volatile const __u8 cfg_previous_hop = 0;	  /* path-id: previous-hop */
 volatile const __u8 cfg_miss_native = 0;	  /* miss: native-forward */
 volatile const __u8 cfg_clamp_mss = 1;
 volatile const __u8 cfg_rtr = 0;		  /* the rtr role runs */
+volatile const __u8 cfg_direct_access = 1;	  /* 0: tests take load's bpf_skb_load_bytes path */
 volatile const __u64 cfg_miss_interval_ns = 1000000000;
 
 /* The map-cache: longest-prefix match on (instance ID, EID). The prefix
@@ -142,6 +143,7 @@ struct flow_key {
 
 #define SF_INITIATOR 1 /* the local host sent the SYN */
 #define SF_CLOSING 2   /* a FIN was seen */
+#define SF_LEARN 4     /* opened the connection, whose tokens are not known yet */
 
 struct subflow {
 	__u64 conn;

@@ -84,30 +84,6 @@ static __always_inline long route(struct __sk_buff *skb, __u8 family, const stru
 	return bpf_fib_lookup(skb, fib, sizeof(*fib), 0);
 }
 
-/* transmit writes the Ethernet header for the next hop the route found and
- * sends the packet out of its interface; when the neighbour is not
- * resolved yet, the kernel resolves it. */
-static __always_inline int transmit(struct __sk_buff *skb, struct bpf_fib_lookup *fib, long rc, __u8 family)
-{
-	if (rc == BPF_FIB_LKUP_RET_NO_NEIGH) {
-		struct bpf_redir_neigh nh = {.nh_family = fib->family};
-		if (fib->family == AF_INET)
-			nh.ipv4_nh = fib->ipv4_dst;
-		else
-			__builtin_memcpy(nh.ipv6_nh, fib->ipv6_dst, 16);
-		__u16 proto = eth_proto_of(family);
-		bpf_skb_store_bytes(skb, offsetof(struct ethhdr, h_proto), &proto, 2, 0);
-		return bpf_redirect_neigh(fib->ifindex, &nh, sizeof(nh), 0);
-	}
-	struct ethhdr eth;
-	__builtin_memcpy(eth.h_dest, fib->dmac, ETH_ALEN);
-	__builtin_memcpy(eth.h_source, fib->smac, ETH_ALEN);
-	eth.h_proto = eth_proto_of(family);
-	if (bpf_skb_store_bytes(skb, 0, &eth, sizeof(eth), 0))
-		return TC_ACT_SHOT;
-	return bpf_redirect(fib->ifindex, 0);
-}
-
 static __always_inline __u16 csum_fold(__u32 sum)
 {
 	sum = (sum & 0xffff) + (sum >> 16);
@@ -115,8 +91,19 @@ static __always_inline __u16 csum_fold(__u32 sum)
 	return ~sum;
 }
 
-/* The outer headers, written with one store. Their fields fall on natural
- * alignments, so the structs have no padding. */
+/* ip_csum is the checksum of an IPv4 header without options whose check
+ * field is zero: summed here, which costs less than bpf_csum_diff's call. */
+static __always_inline __u16 ip_csum(const struct iphdr *ip)
+{
+	const __u32 *w = (const __u32 *)ip;
+	__u64 sum = (__u64)w[0] + w[1] + w[2] + w[3] + w[4];
+	sum = (sum & 0xffffffff) + (sum >> 32);
+	sum = (sum & 0xffffffff) + (sum >> 32);
+	return csum_fold(sum);
+}
+
+/* The outer headers. Their fields fall on natural alignments, so the
+ * structs have no padding. */
 struct outer4 {
 	struct iphdr ip;
 	struct udphdr udp;
@@ -130,6 +117,48 @@ struct outer6 {
 	struct lisphdr lisp;
 };
 _Static_assert(sizeof(struct outer6) == OVERHEAD6, "outer6 has padding");
+
+/* The headers of an encapsulated frame from the Ethernet header on,
+ * written with one store; pad aligns the IP header. */
+struct frame4 {
+	__u16 pad;
+	struct ethhdr eth;
+	struct outer4 o;
+};
+_Static_assert(sizeof(struct frame4) == 2 + ETH_HLEN + OVERHEAD4, "frame4 has padding");
+
+struct frame6 {
+	__u16 pad;
+	struct ethhdr eth;
+	struct outer6 o;
+};
+_Static_assert(sizeof(struct frame6) == 2 + ETH_HLEN + OVERHEAD6, "frame6 has padding");
+
+/* transmit writes the headers at hdr (len bytes from the Ethernet header
+ * on) and sends the packet out of the interface the route found, to its
+ * next hop; when the neighbour is not resolved yet, the kernel resolves
+ * it and writes the MAC addresses. */
+static __always_inline int transmit(struct __sk_buff *skb, struct bpf_fib_lookup *fib, long rc, __u8 family,
+				    struct ethhdr *hdr, const __u32 len)
+{
+	hdr->h_proto = eth_proto_of(family);
+	if (rc == BPF_FIB_LKUP_RET_NO_NEIGH) {
+		struct bpf_redir_neigh nh = {.nh_family = fib->family};
+		if (fib->family == AF_INET)
+			nh.ipv4_nh = fib->ipv4_dst;
+		else
+			__builtin_memcpy(nh.ipv6_nh, fib->ipv6_dst, 16);
+		if (bpf_skb_store_bytes(skb, offsetof(struct ethhdr, h_proto), &hdr->h_proto,
+					len - offsetof(struct ethhdr, h_proto), 0))
+			return TC_ACT_SHOT;
+		return bpf_redirect_neigh(fib->ifindex, &nh, sizeof(nh), 0);
+	}
+	__builtin_memcpy(hdr->h_dest, fib->dmac, ETH_ALEN);
+	__builtin_memcpy(hdr->h_source, fib->smac, ETH_ALEN);
+	if (bpf_skb_store_bytes(skb, 0, hdr, len, 0))
+		return TC_ACT_SHOT;
+	return bpf_redirect(fib->ifindex, 0);
+}
 
 /* clamp_mss lowers the MSS option of a SYN so that a full segment still
  * fits the RLOC interface's MTU once encapsulated. The ITR has parsed the
@@ -152,12 +181,13 @@ static __always_inline void clamp_mss(struct __sk_buff *skb, const struct pkt *p
 }
 
 /* Where the ITR sends a packet: the first hop of its path, and the path
- * ID for the data header (0: none). */
+ * ID for the data header (0: none); and the packet's flow_hash. */
 struct target {
 	struct addr dst;
 	__u8 family;
 	__u8 pid;
 	__u8 pad[2];
+	__u32 hash;
 };
 
 /* encapsulate wraps the packet for its target and sends it. Global, so
@@ -187,7 +217,7 @@ __noinline int encapsulate(struct __sk_buff *skb, const struct pkt *p, struct tc
 		return TC_ACT_SHOT;
 	}
 
-	__u32 h = flow_hash(p);
+	__u32 h = t->hash;
 	struct lisphdr lh = {.flags = LISP_N};
 	__u32 nonce = bpf_get_prandom_u32();
 	lh.nonce[0] = nonce >> 16;
@@ -208,45 +238,44 @@ __noinline int encapsulate(struct __sk_buff *skb, const struct pkt *p, struct tc
 	}
 	__u32 len = skb->len - ETH_HLEN;
 	if (family == AF_INET) {
-		struct outer4 o4 = {};
-		o4.ip.version = 4;
-		o4.ip.ihl = 5;
-		o4.ip.tos = p->tos;
-		o4.ip.tot_len = bpf_htons(len);
-		o4.ip.frag_off = bpf_htons(IP_DF);
-		o4.ip.ttl = p->ttl;
-		o4.ip.protocol = IPPROTO_UDP;
-		o4.ip.saddr = eg->src4;
-		o4.ip.daddr = dst->a[0];
-		o4.ip.check = csum_fold(bpf_csum_diff(NULL, 0, (__be32 *)&o4.ip, sizeof(o4.ip), 0));
-		o4.udp.source = sport;
-		o4.udp.dest = bpf_htons(LISP_DATA_PORT);
-		o4.udp.len = bpf_htons(len - sizeof(struct iphdr));
-		o4.lisp = lh;
-		if (bpf_skb_store_bytes(skb, ETH_HLEN, &o4, sizeof(o4), 0))
-			return TC_ACT_SHOT;
-	} else {
-		struct outer6 o6 = {};
-		o6.ip.version = 6;
-		o6.ip.priority = p->tos >> 4;
-		o6.ip.flow_lbl[0] = (p->tos << 4) | ((h >> 16) & 0x0f);
-		o6.ip.flow_lbl[1] = h >> 8;
-		o6.ip.flow_lbl[2] = h;
-		o6.ip.payload_len = bpf_htons(len - sizeof(struct ipv6hdr));
-		o6.ip.nexthdr = IPPROTO_UDP;
-		o6.ip.hop_limit = p->ttl;
-		__builtin_memcpy(&o6.ip.saddr, &eg->src6, 16);
-		__builtin_memcpy(&o6.ip.daddr, dst, 16);
-		o6.udp.source = sport;
-		o6.udp.dest = bpf_htons(LISP_DATA_PORT);
-		o6.udp.len = o6.ip.payload_len;
-		/* A zero checksum, as RFC 6935 allows for tunnels. */
-		o6.lisp = lh;
-		if (bpf_skb_store_bytes(skb, ETH_HLEN, &o6, sizeof(o6), 0))
-			return TC_ACT_SHOT;
+		struct frame4 f = {};
+		struct outer4 *o4 = &f.o;
+		o4->ip.version = 4;
+		o4->ip.ihl = 5;
+		o4->ip.tos = p->tos;
+		o4->ip.tot_len = bpf_htons(len);
+		o4->ip.frag_off = bpf_htons(IP_DF);
+		o4->ip.ttl = p->ttl;
+		o4->ip.protocol = IPPROTO_UDP;
+		o4->ip.saddr = eg->src4;
+		o4->ip.daddr = dst->a[0];
+		o4->ip.check = ip_csum(&o4->ip);
+		o4->udp.source = sport;
+		o4->udp.dest = bpf_htons(LISP_DATA_PORT);
+		o4->udp.len = bpf_htons(len - sizeof(struct iphdr));
+		o4->lisp = lh;
+		count(C_ITR_ENCAP);
+		return transmit(skb, &fib, rc, family, &f.eth, sizeof(f) - 2);
 	}
+	struct frame6 f = {};
+	struct outer6 *o6 = &f.o;
+	o6->ip.version = 6;
+	o6->ip.priority = p->tos >> 4;
+	o6->ip.flow_lbl[0] = (p->tos << 4) | ((h >> 16) & 0x0f);
+	o6->ip.flow_lbl[1] = h >> 8;
+	o6->ip.flow_lbl[2] = h;
+	o6->ip.payload_len = bpf_htons(len - sizeof(struct ipv6hdr));
+	o6->ip.nexthdr = IPPROTO_UDP;
+	o6->ip.hop_limit = p->ttl;
+	__builtin_memcpy(&o6->ip.saddr, &eg->src6, 16);
+	__builtin_memcpy(&o6->ip.daddr, dst, 16);
+	o6->udp.source = sport;
+	o6->udp.dest = bpf_htons(LISP_DATA_PORT);
+	o6->udp.len = o6->ip.payload_len;
+	/* A zero checksum, as RFC 6935 allows for tunnels. */
+	o6->lisp = lh;
 	count(C_ITR_ENCAP);
-	return transmit(skb, &fib, rc, family);
+	return transmit(skb, &fib, rc, family, &f.eth, sizeof(f) - 2);
 }
 
 /* link_scoped reports whether a destination is multicast, broadcast or
@@ -299,10 +328,15 @@ int itr(struct __sk_buff *skb)
 	}
 
 	struct tcpopts o = {};
-	int i = itr_subflow(skb, &p, e, &o);
-	learn_tokens(&o);
+	int i = NOT_A_SUBFLOW;
+	if (tracks_subflow(&p)) {
+		i = itr_subflow(skb, &p, e, &o);
+		if (o.learn)
+			learn_tokens(&o);
+	}
+	__u32 h = flow_hash(&p);
 	if (i == NOT_A_SUBFLOW)
-		i = select_stateless(e, &p);
+		i = select_stateless(e, &p, h);
 	if (i < 0 || i >= MAX_PATHS) {
 		count(C_ITR_NO_PATH);
 		return TC_ACT_SHOT;
@@ -311,7 +345,7 @@ int itr(struct __sk_buff *skb)
 	count_path(&itr_paths, i, p.len);
 	if (cfg_clamp_mss && (p.tcp_flags & TCP_SYN) && p.proto == IPPROTO_TCP && !o.mss)
 		parse_tcp_options(skb, &p, &o);
-	struct target t = {.dst = pa->first, .family = pa->family};
+	struct target t = {.dst = pa->first, .family = pa->family, .hash = h};
 	if (!cfg_previous_hop && pa->n_hops > 1)
 		t.pid = i + 1;
 	return encapsulate(skb, &p, &o, &t);
@@ -335,41 +369,40 @@ __noinline int reencapsulate(struct __sk_buff *skb, __u32 family, const struct a
 		count(C_RTR_NO_ROUTE);
 		return TC_ACT_SHOT;
 	}
-	__u16 zero = 0;
 	if (family == AF_INET) {
-		struct iphdr ip;
-		if (bpf_skb_load_bytes(skb, ETH_HLEN, &ip, sizeof(ip)))
+		struct frame4 f;
+		struct iphdr *ip = &f.o.ip;
+		if (load(skb, ETH_HLEN, &f.o, sizeof(f.o)))
 			return TC_ACT_SHOT;
-		if (ip.ttl <= 1) {
+		if (ip->ttl <= 1) {
 			count(C_RTR_TTL);
 			return TC_ACT_SHOT;
 		}
-		ip.ttl--;
-		ip.saddr = eg->src4;
-		ip.daddr = next->a[0];
-		ip.check = 0;
-		ip.check = csum_fold(bpf_csum_diff(NULL, 0, (__be32 *)&ip, sizeof(ip), 0));
-		if (bpf_skb_store_bytes(skb, ETH_HLEN, &ip, sizeof(ip), 0) ||
-		    bpf_skb_store_bytes(skb, ETH_HLEN + sizeof(ip) + offsetof(struct udphdr, check), &zero, 2, 0))
-			return TC_ACT_SHOT;
-	} else {
-		struct ipv6hdr ip6;
-		if (bpf_skb_load_bytes(skb, ETH_HLEN, &ip6, sizeof(ip6)))
-			return TC_ACT_SHOT;
-		if (ip6.hop_limit <= 1) {
-			count(C_RTR_TTL);
-			return TC_ACT_SHOT;
-		}
-		ip6.hop_limit--;
-		__builtin_memcpy(&ip6.saddr, &eg->src6, 16);
-		__builtin_memcpy(&ip6.daddr, next, 16);
-		if (bpf_skb_store_bytes(skb, ETH_HLEN, &ip6, sizeof(ip6), 0) ||
-		    bpf_skb_store_bytes(skb, ETH_HLEN + sizeof(ip6) + offsetof(struct udphdr, check), &zero, 2, 0))
-			return TC_ACT_SHOT;
+		ip->ttl--;
+		ip->saddr = eg->src4;
+		ip->daddr = next->a[0];
+		ip->check = 0;
+		ip->check = ip_csum(ip);
+		f.o.udp.check = 0;
+		count(C_RTR_REENCAP);
+		count_path(&rtr_paths, pid < MAX_PATHS ? pid : 0, len);
+		return transmit(skb, &fib, rc, family, &f.eth, sizeof(f) - 2);
 	}
+	struct frame6 f;
+	struct ipv6hdr *ip6 = &f.o.ip;
+	if (load(skb, ETH_HLEN, &f.o, sizeof(f.o)))
+		return TC_ACT_SHOT;
+	if (ip6->hop_limit <= 1) {
+		count(C_RTR_TTL);
+		return TC_ACT_SHOT;
+	}
+	ip6->hop_limit--;
+	__builtin_memcpy(&ip6->saddr, &eg->src6, 16);
+	__builtin_memcpy(&ip6->daddr, next, 16);
+	f.o.udp.check = 0;
 	count(C_RTR_REENCAP);
 	count_path(&rtr_paths, pid < MAX_PATHS ? pid : 0, len);
-	return transmit(skb, &fib, rc, family);
+	return transmit(skb, &fib, rc, family, &f.eth, sizeof(f) - 2);
 }
 
 /* decapsulate strips the outer headers and hands the inner packet to the
@@ -394,10 +427,20 @@ __noinline int decapsulate(struct __sk_buff *skb, const struct pkt *outer, const
 	 * so that TTL expiry in the underlay shows in the inner packet. */
 	if (outer->ttl < in->ttl) {
 		if (in->family == AF_INET) {
-			__u16 old = bpf_htons((__u16)in->ttl << 8 | in->proto);
-			__u16 new = bpf_htons((__u16)outer->ttl << 8 | in->proto);
-			bpf_skb_store_bytes(skb, ETH_HLEN + offsetof(struct iphdr, ttl), &outer->ttl, 1, 0);
-			bpf_l3_csum_replace(skb, ETH_HLEN + offsetof(struct iphdr, check), old, new, 2);
+			/* TTL, protocol and checksum, updated as RFC 1624 says. */
+			struct {
+				__u8 ttl;
+				__u8 proto;
+				__u16 check;
+			} h;
+			__u32 off = ETH_HLEN + offsetof(struct iphdr, ttl);
+			if (!load(skb, off, &h, sizeof(h))) {
+				__u16 old = bpf_htons((__u16)h.ttl << 8 | h.proto);
+				h.ttl = outer->ttl;
+				__u16 new = bpf_htons((__u16)h.ttl << 8 | h.proto);
+				h.check = csum_fold((__u16)~h.check + (__u16)~old + new);
+				bpf_skb_store_bytes(skb, off, &h, sizeof(h), 0);
+			}
 		} else {
 			bpf_skb_store_bytes(skb, ETH_HLEN + offsetof(struct ipv6hdr, hop_limit), &outer->ttl, 1, 0);
 		}
@@ -425,7 +468,7 @@ int underlay(struct __sk_buff *skb)
 
 	__u32 overhead = outer.l3_len + sizeof(struct udphdr) + LISP_HLEN;
 	struct lisphdr lh;
-	if (bpf_skb_load_bytes(skb, outer.l4_off + sizeof(struct udphdr), &lh, sizeof(lh))) {
+	if (load(skb, outer.l4_off + sizeof(struct udphdr), &lh, sizeof(lh))) {
 		count(C_ETR_MALFORMED);
 		return TC_ACT_SHOT;
 	}
@@ -435,7 +478,7 @@ int underlay(struct __sk_buff *skb)
 
 	__u8 v;
 	__u32 inner_off = ETH_HLEN + overhead;
-	if (bpf_skb_load_bytes(skb, inner_off, &v, 1)) {
+	if (load(skb, inner_off, &v, 1)) {
 		count(C_ETR_MALFORMED);
 		return TC_ACT_SHOT;
 	}
@@ -446,29 +489,36 @@ int underlay(struct __sk_buff *skb)
 		return TC_ACT_SHOT;
 	}
 
-	struct mc_entry *e = lookup(iid, &in);
-	if (e && e->action == ACT_ENCAP) {
-		int i = elp_of(e, pid, &outer.src);
-		if (i >= 0 && i < MAX_PATHS) {
-			const struct path *pa = &e->paths[path_slot(i)];
-			if (pa->self + 1 < pa->n_hops) {
-				if (pa->family != family) {
-					count(C_RTR_FAMILY_CHANGE);
-					return TC_ACT_SHOT;
+	/* Only an RTR sends packets on, so only an RTR looks them up: an ETR
+	 * delivers what is addressed to it. */
+	if (cfg_rtr) {
+		struct mc_entry *e = lookup(iid, &in);
+		if (!e) {
+			/* An RTR resolves the EIDs it carries traffic for. */
+			report_miss(iid, &in);
+			count(C_RTR_MISS);
+			return TC_ACT_SHOT;
+		}
+		if (e->action == ACT_ENCAP) {
+			int i = elp_of(e, pid, &outer.src);
+			if (i >= 0 && i < MAX_PATHS) {
+				const struct path *pa = &e->paths[path_slot(i)];
+				if (pa->self + 1 < pa->n_hops) {
+					if (pa->family != family) {
+						count(C_RTR_FAMILY_CHANGE);
+						return TC_ACT_SHOT;
+					}
+					struct addr next = pa->next;
+					return reencapsulate(skb, family, &next, pid ? pid - 1 : i, outer.len);
 				}
-				struct addr next = pa->next;
-				return reencapsulate(skb, family, &next, pid ? pid - 1 : i, outer.len);
 			}
 		}
-	} else if (!e && cfg_rtr) {
-		/* An RTR resolves the EIDs it carries traffic for; an ETR
-		 * delivers what is addressed to it. */
-		report_miss(iid, &in);
-		count(C_RTR_MISS);
-		return TC_ACT_SHOT;
 	}
-	struct tcpopts o = {};
-	etr_subflow(skb, &in, iid, &o);
-	learn_tokens(&o);
+	if (tracks_subflow(&in)) {
+		struct tcpopts o = {};
+		etr_subflow(skb, &in, iid, &o);
+		if (o.learn)
+			learn_tokens(&o);
+	}
 	return decapsulate(skb, &outer, &in, overhead);
 }

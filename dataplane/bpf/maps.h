@@ -56,6 +56,28 @@ struct {
 	__type(value, struct subflow);
 } subflows SEC(".maps");
 
+/* Hints that spare packets of flows that are no MPTCP subflow the
+ * lookup in subflows: each slot holds the epoch in which a subflow whose
+ * flow hashes to it was last seen. The Go side moves the epoch on only
+ * right after removing the subflows idle for the idle timeout, and at
+ * most once per idle timeout (stats.go): so every subflow in the table
+ * was seen in the current epoch or the one before, and one more epoch
+ * leaves room for a packet that read the epoch as it moved on. A packet
+ * whose slot is older is no subflow's; a slot that flows share only
+ * costs them a lookup. */
+#define SUBFLOW_HINTS 65536
+#define SUBFLOW_HINT_EPOCHS 2 /* a slot this much older than the epoch is fresh */
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, SUBFLOW_HINTS);
+	__type(key, __u32);
+	__type(value, __u32);
+} subflow_hints SEC(".maps");
+
+/* The current epoch of subflow_hints, set so that empty slots are old. */
+volatile __u32 subflow_epoch = SUBFLOW_HINT_EPOCHS + 1;
+
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 32768);

@@ -38,8 +38,9 @@ static __always_inline __u32 flow_hash(const struct pkt *p)
 }
 
 /* select_stateless picks a path among the usable ones of the best
- * (lowest) priority, or returns -1 when none is up. */
-__noinline int select_stateless(const struct mc_entry *e, const struct pkt *p)
+ * (lowest) priority for a packet whose flow_hash is h, or returns -1
+ * when none is up. */
+__noinline int select_stateless(const struct mc_entry *e, const struct pkt *p, __u32 h)
 {
 	if (!e || !p)
 		return -1;
@@ -67,9 +68,9 @@ __noinline int select_stateless(const struct mc_entry *e, const struct pkt *p)
 	if (cfg_port_sum) {
 		pick = (bpf_ntohs(p->sport) + bpf_ntohs(p->dport)) % n;
 	} else if (weights == 0) {
-		pick = flow_hash(p) % n;
+		pick = h % n;
 	} else {
-		pick = flow_hash(p) % weights;
+		pick = h % weights;
 		by_weight = 1;
 	}
 	for (__u32 i = 0; i < n_paths && i < MAX_PATHS; i++) {
@@ -130,7 +131,7 @@ static __always_inline void release(__u64 conn, __u8 path)
 static __always_inline __u64 new_conn(void)
 {
 	__u64 id = ((__u64)bpf_get_prandom_u32() << 32) | bpf_get_prandom_u32();
-	struct conn c = {.created_ns = bpf_ktime_get_ns()};
+	struct conn c = {.created_ns = bpf_ktime_get_coarse_ns()};
 	bpf_map_update_elem(&conns, &id, &c, BPF_ANY);
 	return id;
 }
@@ -173,25 +174,63 @@ static __always_inline void flow_key_of(struct flow_key *k, const struct pkt *p,
 	}
 }
 
+/* subflow_hint is the slot of subflow_hints for a packet's flow, the
+ * same in both directions. */
+static __always_inline __u32 *subflow_hint(const struct pkt *p, __u32 iid, int outbound)
+{
+	const struct addr *local = outbound ? &p->src : &p->dst;
+	const struct addr *remote = outbound ? &p->dst : &p->src;
+	__u32 ports = outbound ? (__u32)p->sport << 16 | p->dport : (__u32)p->dport << 16 | p->sport;
+	__u32 h = iid;
+#pragma unroll
+	for (int i = 0; i < 4; i++)
+		h ^= local->a[i] + remote->a[i] * 0x9e3779b1;
+	__u32 slot = mix32(mix32(h) ^ ports) & (SUBFLOW_HINTS - 1);
+	return bpf_map_lookup_elem(&subflow_hints, &slot);
+}
+
+/* tracks_subflow reports whether a packet may be of an MPTCP subflow:
+ * TCP with its ports, when subflows are bound. */
+static __always_inline int tracks_subflow(const struct pkt *p)
+{
+	return cfg_bind_subflows && p->proto == IPPROTO_TCP && !p->fragment && p->tcp_hlen != 0;
+}
+
 /* track_subflow follows the MPTCP handshake of a TCP packet: a SYN with
  * MP_CAPABLE starts a connection, a SYN with MP_JOIN adds a subflow to
  * the connection its token names, an MP_CAPABLE with both keys teaches
  * the connection's tokens, FIN and RST end subflows. outbound is 1 at the
  * ITR (the local host sends), 0 at the ETR. It returns the subflow, or
- * NULL when the packet is not of an MPTCP subflow. */
+ * NULL when the packet is not of an MPTCP subflow. Packets whose hint
+ * says so are not looked up (bpf/maps.h). */
 static __always_inline struct subflow *track_subflow(struct __sk_buff *skb, const struct pkt *p, __u32 iid,
 						     int outbound, struct tcpopts *o)
 {
-	if (!cfg_bind_subflows || p->proto != IPPROTO_TCP || p->fragment || p->tcp_hlen == 0)
+	if (!tracks_subflow(p))
+		return NULL;
+	__u8 flags = p->tcp_flags;
+	__u32 *hint = subflow_hint(p, iid, outbound);
+	if (!hint)
+		return NULL;
+	__u32 epoch = subflow_epoch;
+	/* A stale hint: no subflow has this flow, and only a SYN can start
+	 * one. */
+	if ((__s32)(epoch - *hint) > SUBFLOW_HINT_EPOCHS && (flags & (TCP_SYN | TCP_ACK)) != TCP_SYN)
 		return NULL;
 
 	struct flow_key k = {};
 	flow_key_of(&k, p, iid, outbound);
 	struct subflow *sf = bpf_map_lookup_elem(&subflows, &k);
-	__u8 flags = p->tcp_flags;
 
 	if (sf) {
-		sf->last_ns = bpf_ktime_get_ns();
+		if (*hint != epoch)
+			*hint = epoch;
+		/* The coarse clock (a tick behind) is enough for idle
+		 * timeouts and reads no clock source; writing only when it
+		 * moved spares the cache line the other direction reads. */
+		__u64 now = bpf_ktime_get_coarse_ns();
+		if (sf->last_ns != now)
+			sf->last_ns = now;
 		if (flags & TCP_RST) {
 			count(C_SUBFLOW_RESET);
 			release(sf->conn, sf->path);
@@ -202,10 +241,14 @@ static __always_inline struct subflow *track_subflow(struct __sk_buff *skb, cons
 			sf->flags |= SF_CLOSING;
 			count(C_SUBFLOW_FIN);
 		}
-		if (!(flags & TCP_SYN)) {
+		/* The keys come on the first packets after the SYNs of the
+		 * subflow that opened the connection (MP_CAPABLE). */
+		if (!(flags & TCP_SYN) && (sf->flags & SF_LEARN)) {
 			__u64 id = sf->conn;
 			struct conn *c = bpf_map_lookup_elem(&conns, &id);
-			if (c && !c->has_tokens && parse_tcp_options(skb, p, o) == 0 && o->keys) {
+			if (c && c->has_tokens)
+				sf->flags &= ~SF_LEARN;
+			else if (c && parse_tcp_options(skb, p, o) == 0 && o->keys) {
 				o->learn = 1;
 				o->conn = id;
 			}
@@ -218,10 +261,11 @@ static __always_inline struct subflow *track_subflow(struct __sk_buff *skb, cons
 	if (parse_tcp_options(skb, p, o) < 0 || o->mptcp == 0)
 		return NULL;
 
-	struct subflow n = {.last_ns = bpf_ktime_get_ns(), .path = NO_PATH};
+	struct subflow n = {.last_ns = bpf_ktime_get_coarse_ns(), .path = NO_PATH};
 	if (outbound)
 		n.flags = SF_INITIATOR;
 	if (o->mptcp == MPTCP_MP_CAPABLE + 1) {
+		n.flags |= SF_LEARN;
 		n.conn = new_conn();
 		count(C_SUBFLOW_NEW);
 	} else if (o->mptcp == MPTCP_MP_JOIN + 1) {
@@ -239,6 +283,7 @@ static __always_inline struct subflow *track_subflow(struct __sk_buff *skb, cons
 		return NULL;
 	}
 	bpf_map_update_elem(&subflows, &k, &n, BPF_ANY);
+	*hint = epoch;
 	return bpf_map_lookup_elem(&subflows, &k);
 }
 
