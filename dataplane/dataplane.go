@@ -63,11 +63,15 @@ func New(cfg *config.Dataplane, opts Options) (*Dataplane, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Dataplane{cfg: cfg, log: opts.Log, misses: make(chan Miss, 1024), stop: make(chan struct{})}
-	if err := d.load(cfg, opts); err != nil {
+	rlocs, egress, err := rlocsOf(underlay)
+	if err != nil {
 		return nil, err
 	}
-	if err := d.setRLOCs(underlay); err != nil {
+	d := &Dataplane{cfg: cfg, log: opts.Log, misses: make(chan Miss, 1024), stop: make(chan struct{})}
+	if err := d.load(cfg, opts, rlocs, egress); err != nil {
+		return nil, err
+	}
+	if err := d.setRLOCs(rlocs, egress); err != nil {
 		d.Close()
 		return nil, err
 	}
@@ -108,9 +112,9 @@ func interfaces(field string, names []string) ([]*net.Interface, error) {
 	return ifcs, nil
 }
 
-// load sets the programs' settings and the maps' sizes, and loads them
-// into the kernel.
-func (d *Dataplane) load(cfg *config.Dataplane, opts Options) error {
+// load sets the programs' settings (with the first RLOCs and RLOC
+// interfaces) and the maps' sizes, and loads them into the kernel.
+func (d *Dataplane) load(cfg *config.Dataplane, opts Options, rlocs []localRLOC, egress []lispEgressIf) error {
 	spec, err := loadLisp()
 	if err != nil {
 		return fmt.Errorf("dataplane: %w", err)
@@ -129,7 +133,16 @@ func (d *Dataplane) load(cfg *config.Dataplane, opts Options) error {
 		"cfg_rtr":              flag(opts.RTR),
 		"cfg_direct_access":    flag(!opts.loadBytesOnly),
 		"cfg_miss_interval_ns": uint64(miss),
+		"cfg_n_rlocs":          uint32(len(rlocs)),
+		"cfg_n_egress":         uint32(len(egress)),
 	}
+	var first [fastRLOCs]lispRlocKey
+	for i, r := range rlocs[:min(len(rlocs), fastRLOCs)] {
+		first[i] = r.key
+	}
+	var firstEgress [fastEgress]lispEgressIf
+	copy(firstEgress[:], egress)
+	settings["cfg_rlocs"], settings["cfg_egress"] = first, firstEgress
 	for name, v := range settings {
 		if err := spec.Variables[name].Set(v); err != nil {
 			return fmt.Errorf("dataplane: set %s: %w", name, err)
@@ -156,16 +169,30 @@ func flag(b bool) uint8 {
 	return 0
 }
 
-// setRLOCs makes the addresses of the RLOC interfaces our RLOCs (the ETR
-// takes packets for them) and the source addresses of what leaves by
-// each interface.
-func (d *Dataplane) setRLOCs(underlay []*net.Interface) error {
+// A localRLOC is an address of an RLOC interface, which the ETR takes
+// packets for.
+type localRLOC struct {
+	addr    netip.Addr
+	key     lispRlocKey
+	ifindex uint32
+}
+
+// rlocsOf reads the global addresses of the RLOC interfaces: our RLOCs,
+// and for each interface the first of each family, the source of what
+// leaves by it.
+func rlocsOf(underlay []*net.Interface) ([]localRLOC, []lispEgressIf, error) {
+	var (
+		rlocs  []localRLOC
+		egress []lispEgressIf
+	)
 	for _, ifc := range underlay {
 		addrs, err := ifc.Addrs()
 		if err != nil {
-			return fmt.Errorf("dataplane: addresses of %s: %w", ifc.Name, err)
+			return nil, nil, fmt.Errorf("dataplane: addresses of %s: %w", ifc.Name, err)
 		}
-		eg := lispEgress{Mtu: uint16(min(ifc.MTU, 0xffff))}
+		e := lispEgressIf{Ifindex: uint32(ifc.Index)}
+		eg := &e.Eg
+		eg.Mtu = uint16(min(ifc.MTU, 0xffff))
 		for _, a := range addrs {
 			ipn, ok := a.(*net.IPNet)
 			if !ok {
@@ -176,12 +203,7 @@ func (d *Dataplane) setRLOCs(underlay []*net.Interface) error {
 			if !ip.IsGlobalUnicast() {
 				continue // link-local addresses are no RLOCs
 			}
-			d.rlocs = append(d.rlocs, ip)
-			key := lispRlocKey{Family: family(ip), Addr: addrWords(ip)}
-			idx := uint32(ifc.Index)
-			if err := d.objs.Rlocs.Update(&key, &idx, ebpf.UpdateAny); err != nil {
-				return fmt.Errorf("dataplane: add RLOC %s: %w", ip, err)
-			}
+			rlocs = append(rlocs, localRLOC{ip, lispRlocKey{Family: family(ip), Addr: addrWords(ip)}, uint32(ifc.Index)})
 			switch {
 			case ip.Is4() && eg.Has4 == 0:
 				eg.Src4, eg.Has4 = addrWords(ip).A[0], 1
@@ -190,11 +212,25 @@ func (d *Dataplane) setRLOCs(underlay []*net.Interface) error {
 			}
 		}
 		if eg.Has4 == 0 && eg.Has6 == 0 {
-			return fmt.Errorf("dataplane: RLOC interface %s has no global address", ifc.Name)
+			return nil, nil, fmt.Errorf("dataplane: RLOC interface %s has no global address", ifc.Name)
 		}
-		idx := uint32(ifc.Index)
-		if err := d.objs.EgressIfs.Update(&idx, &eg, ebpf.UpdateAny); err != nil {
-			return fmt.Errorf("dataplane: egress %s: %w", ifc.Name, err)
+		egress = append(egress, e)
+	}
+	return rlocs, egress, nil
+}
+
+// setRLOCs puts every RLOC and RLOC interface in the maps that hold
+// those beyond the programs' settings.
+func (d *Dataplane) setRLOCs(rlocs []localRLOC, egress []lispEgressIf) error {
+	for _, r := range rlocs {
+		d.rlocs = append(d.rlocs, r.addr)
+		if err := d.objs.Rlocs.Update(&r.key, &r.ifindex, ebpf.UpdateAny); err != nil {
+			return fmt.Errorf("dataplane: add RLOC %s: %w", r.addr, err)
+		}
+	}
+	for _, e := range egress {
+		if err := d.objs.EgressIfs.Update(&e.Ifindex, &e.Eg, ebpf.UpdateAny); err != nil {
+			return fmt.Errorf("dataplane: egress %d: %w", e.Ifindex, err)
 		}
 	}
 	return nil

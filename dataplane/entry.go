@@ -10,9 +10,11 @@ import (
 
 // The C side's constants (bpf/common.h).
 const (
-	afInet  = 2
-	afInet6 = 10
-	noSelf  = 0xff
+	afInet     = 2
+	afInet6    = 10
+	noSelf     = 0xff
+	fastRLOCs  = 8
+	fastEgress = 8
 )
 
 // addr is the C struct addr as bpf2go generates it.

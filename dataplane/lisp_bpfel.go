@@ -33,6 +33,22 @@ type lispEgress struct {
 	Has6 uint8
 }
 
+type lispEgressIf struct {
+	_       structs.HostLayout
+	Ifindex uint32
+	Eg      struct {
+		_    structs.HostLayout
+		Src4 uint32
+		Src6 struct {
+			_ structs.HostLayout
+			A [4]uint32
+		}
+		Mtu  uint16
+		Has4 uint8
+		Has6 uint8
+	}
+}
+
 type lispFlowKey struct {
 	_      structs.HostLayout
 	Iid    uint32
@@ -156,11 +172,15 @@ const (
 	lispVarCfgBindSubflows   = "cfg_bind_subflows"
 	lispVarCfgClampMss       = "cfg_clamp_mss"
 	lispVarCfgDirectAccess   = "cfg_direct_access"
+	lispVarCfgEgress         = "cfg_egress"
 	lispVarCfgIid            = "cfg_iid"
 	lispVarCfgMissIntervalNs = "cfg_miss_interval_ns"
 	lispVarCfgMissNative     = "cfg_miss_native"
+	lispVarCfgN_egress       = "cfg_n_egress"
+	lispVarCfgN_rlocs        = "cfg_n_rlocs"
 	lispVarCfgPortSum        = "cfg_port_sum"
 	lispVarCfgPreviousHop    = "cfg_previous_hop"
+	lispVarCfgRlocs          = "cfg_rlocs"
 	lispVarCfgRtr            = "cfg_rtr"
 	lispVarSubflowEpoch      = "subflow_epoch"
 )
@@ -237,11 +257,15 @@ type lispVariableSpecs struct {
 	CfgBindSubflows   *ebpf.VariableSpec `ebpf:"cfg_bind_subflows"`
 	CfgClampMss       *ebpf.VariableSpec `ebpf:"cfg_clamp_mss"`
 	CfgDirectAccess   *ebpf.VariableSpec `ebpf:"cfg_direct_access"`
+	CfgEgress         *ebpf.VariableSpec `ebpf:"cfg_egress"`
 	CfgIid            *ebpf.VariableSpec `ebpf:"cfg_iid"`
 	CfgMissIntervalNs *ebpf.VariableSpec `ebpf:"cfg_miss_interval_ns"`
 	CfgMissNative     *ebpf.VariableSpec `ebpf:"cfg_miss_native"`
+	CfgN_egress       *ebpf.VariableSpec `ebpf:"cfg_n_egress"`
+	CfgN_rlocs        *ebpf.VariableSpec `ebpf:"cfg_n_rlocs"`
 	CfgPortSum        *ebpf.VariableSpec `ebpf:"cfg_port_sum"`
 	CfgPreviousHop    *ebpf.VariableSpec `ebpf:"cfg_previous_hop"`
+	CfgRlocs          *ebpf.VariableSpec `ebpf:"cfg_rlocs"`
 	CfgRtr            *ebpf.VariableSpec `ebpf:"cfg_rtr"`
 	SubflowEpoch      *ebpf.VariableSpec `ebpf:"subflow_epoch"`
 }
@@ -306,11 +330,15 @@ type lispVariables struct {
 	CfgBindSubflows   *ebpf.Variable `ebpf:"cfg_bind_subflows"`
 	CfgClampMss       *ebpf.Variable `ebpf:"cfg_clamp_mss"`
 	CfgDirectAccess   *ebpf.Variable `ebpf:"cfg_direct_access"`
+	CfgEgress         *ebpf.Variable `ebpf:"cfg_egress"`
 	CfgIid            *ebpf.Variable `ebpf:"cfg_iid"`
 	CfgMissIntervalNs *ebpf.Variable `ebpf:"cfg_miss_interval_ns"`
 	CfgMissNative     *ebpf.Variable `ebpf:"cfg_miss_native"`
+	CfgN_egress       *ebpf.Variable `ebpf:"cfg_n_egress"`
+	CfgN_rlocs        *ebpf.Variable `ebpf:"cfg_n_rlocs"`
 	CfgPortSum        *ebpf.Variable `ebpf:"cfg_port_sum"`
 	CfgPreviousHop    *ebpf.Variable `ebpf:"cfg_previous_hop"`
+	CfgRlocs          *ebpf.Variable `ebpf:"cfg_rlocs"`
 	CfgRtr            *ebpf.Variable `ebpf:"cfg_rtr"`
 	SubflowEpoch      *ebpf.Variable `ebpf:"subflow_epoch"`
 }

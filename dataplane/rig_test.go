@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"testing"
 
 	"github.com/cilium/ebpf"
@@ -41,13 +42,15 @@ func newRig(t testing.TB, cfg config.Dataplane, opts Options) *rig {
 	testenv.RequireRoot(t)
 	r := &rig{t: t, ns: testenv.NetNS(t)}
 	err := r.ns.Do(func() error {
-		if err := r.build(); err != nil {
+		if cfg.RLOCInterfaces == nil {
+			cfg.RLOCInterfaces = []string{"rloc0"}
+		}
+		if err := r.build(cfg.RLOCInterfaces); err != nil {
 			return err
 		}
 		if cfg.EIDInterfaces == nil {
 			cfg.EIDInterfaces = []string{"eid0"}
 		}
-		cfg.RLOCInterfaces = []string{"rloc0"}
 		withDefaults(&cfg)
 		dp, err := New(&cfg, opts)
 		r.dp = dp
@@ -66,7 +69,9 @@ func withDefaults(cfg *config.Dataplane) {
 	c.Defaults()
 }
 
-func (r *rig) build() error {
+// build makes the rig's interfaces, and a veth for each other RLOC
+// interface named, the nth with 100.64.n.1/24 and 2001:db8:64:n::1/64.
+func (r *rig) build(rlocIfaces []string) error {
 	sysctls := map[string]string{
 		"/proc/sys/net/ipv4/ip_forward":                     "1",
 		"/proc/sys/net/ipv6/conf/all/forwarding":            "1",
@@ -86,37 +91,44 @@ func (r *rig) build() error {
 			return err
 		}
 	}
-	for _, l := range []struct{ name, peer string }{{"eid0", "eid0p"}, {"rloc0", "rloc0p"}} {
-		veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: l.name}, PeerName: l.peer}
-		if err := netlink.LinkAdd(veth); err != nil {
-			return fmt.Errorf("add %s: %w", l.name, err)
-		}
-	}
+	links := []string{"eid0", "rloc0"}
 	addrs := map[string][]string{
 		"eid0":  {"10.1.0.254/24", "fd01::fe/64"},
 		"rloc0": {"192.0.2.1/24", "2001:db8:1::1/64"},
 	}
-	for _, name := range []string{"eid0", "eid0p", "rloc0", "rloc0p"} {
-		l, err := netlink.LinkByName(name)
-		if err != nil {
-			return err
+	for n, name := range slices.DeleteFunc(slices.Clone(rlocIfaces), func(s string) bool { return s == "rloc0" }) {
+		links = append(links, name)
+		addrs[name] = []string{fmt.Sprintf("100.64.%d.1/24", n), fmt.Sprintf("2001:db8:64:%d::1/64", n)}
+	}
+	for _, name := range links {
+		veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name}, PeerName: name + "p"}
+		if err := netlink.LinkAdd(veth); err != nil {
+			return fmt.Errorf("add %s: %w", name, err)
 		}
-		for _, a := range addrs[name] {
-			ad, _ := netlink.ParseAddr(a)
-			ad.Flags = 0x80 // IFA_F_NODAD
-			if err := netlink.AddrAdd(l, ad); err != nil {
-				return fmt.Errorf("address %s on %s: %w", a, name, err)
+	}
+	for _, name := range links {
+		for _, name := range []string{name, name + "p"} {
+			l, err := netlink.LinkByName(name)
+			if err != nil {
+				return err
 			}
-		}
-		if err := netlink.LinkSetUp(l); err != nil {
-			return err
-		}
-		switch name {
-		case "eid0":
-			r.eid = l.Attrs().Index
-		case "rloc0":
-			r.rloc = l.Attrs().Index
-			r.rlocMAC = l.Attrs().HardwareAddr
+			for _, a := range addrs[name] {
+				ad, _ := netlink.ParseAddr(a)
+				ad.Flags = 0x80 // IFA_F_NODAD
+				if err := netlink.AddrAdd(l, ad); err != nil {
+					return fmt.Errorf("address %s on %s: %w", a, name, err)
+				}
+			}
+			if err := netlink.LinkSetUp(l); err != nil {
+				return err
+			}
+			switch name {
+			case "eid0":
+				r.eid = l.Attrs().Index
+			case "rloc0":
+				r.rloc = l.Attrs().Index
+				r.rlocMAC = l.Attrs().HardwareAddr
+			}
 		}
 	}
 	for _, nh := range []string{"192.0.2.2", "2001:db8:1::2"} {

@@ -217,6 +217,48 @@ func TestETRWithoutRTRRole(t *testing.T) {
 	}
 }
 
+// The programs know the first RLOCs and RLOC interfaces from their
+// settings and look the others up in maps: rloc0 here is the ninth
+// interface, its addresses the 17th and 18th RLOCs.
+func TestManyRLOCs(t *testing.T) {
+	ifaces := []string{"extra0", "extra1", "extra2", "extra3", "extra4", "extra5", "extra6", "extra7", "rloc0"}
+	r := newRig(t, config.Dataplane{RLOCInterfaces: ifaces}, Options{})
+	if n := len(r.dp.LocalRLOCs()); n != 18 {
+		t.Fatalf("%d RLOCs: %v", n, r.dp.LocalRLOCs())
+	}
+	r.put("10.2.0.0/16", Entry{Paths: []Path{rloc("198.51.100.1", 1, 100)}})
+	r.put("fd02::/16", Entry{Paths: []Path{rloc("2001:db8:9::1", 1, 100)}})
+	for _, tc := range []struct{ src, dst netip.AddrPort }{{hostA, hostB}, {hostA6, hostB6}} {
+		inner := udp(tc.src, tc.dst, 64, []byte("x"))
+		v, out := r.itr(inner)
+		outer := netip.MustParseAddr("198.51.100.1")
+		if tc.dst.Addr().Is6() {
+			outer = netip.MustParseAddr("2001:db8:9::1")
+		}
+		want := r.wantFrame(outer, lisp.DataHeader{NoncePresent: true}, inner, protoUDP, tc.src, tc.dst)
+		if v != actRedirect || !bytes.Equal(maskNonce(out), want) {
+			t.Errorf("ITR to %s: verdict %d, frame\n got %x\nwant %x", tc.dst, v, maskNonce(out), want)
+		}
+	}
+	inner := udp(hostB, hostA, 60, []byte("x"))
+	for dst, want := range map[string]uint32{"192.0.2.1": actOK, "100.64.0.1": actOK, "2001:db8:64:7::1": actOK,
+		"2001:db8:1::1": actOK, "192.0.2.9": actOK} {
+		a := netip.MustParseAddr(dst)
+		src := remoteRLOC
+		if a.Is6() {
+			src = remoteRLOC6
+		}
+		pkt := encapsulated(src, a, 64, lisp.DataHeader{}, inner)
+		v, out := r.underlay(pkt)
+		if v != want || (dst == "192.0.2.9") != bytes.Equal(out[14:], pkt) {
+			t.Errorf("to %s: verdict %d, decapsulated %v", dst, v, bytes.Equal(out[14:], inner))
+		}
+	}
+	if c := r.counters(); c["etr_decapsulated"] != 4 || c["itr_encapsulated"] != 2 {
+		t.Errorf("counters %v", nonZero(c))
+	}
+}
+
 func TestCounterNamesMatchTheProgram(t *testing.T) {
 	r := newRig(t, config.Dataplane{}, Options{})
 	if n := int(r.dp.objs.Counters.MaxEntries()); n != len(counterNames) {

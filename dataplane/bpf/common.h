@@ -115,6 +115,22 @@ struct egress {
 	__u8 has6;
 };
 
+/* An RLOC interface and what it sends with. */
+struct egress_if {
+	__u32 ifindex;
+	struct egress eg;
+};
+
+/* The first RLOCs and RLOC interfaces, which the loader writes with the
+ * settings (the maps rlocs and egress_ifs hold them all): the programs
+ * find them without a map lookup. */
+#define FAST_RLOCS 8
+#define FAST_EGRESS 8
+volatile const __u32 cfg_n_rlocs = 0;  /* of them all */
+volatile const struct rloc_key cfg_rlocs[FAST_RLOCS] = {};
+volatile const __u32 cfg_n_egress = 0; /* of them all */
+volatile const struct egress_if cfg_egress[FAST_EGRESS] = {};
+
 /* A miss reported to the Go side (and the key that rate-limits it). */
 struct miss {
 	__u32 iid; /* host order */

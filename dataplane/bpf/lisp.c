@@ -204,9 +204,8 @@ __noinline int encapsulate(struct __sk_buff *skb, const struct pkt *p, struct tc
 		count(C_ITR_NO_ROUTE);
 		return TC_ACT_SHOT;
 	}
-	__u32 oif = fib.ifindex;
-	struct egress *eg = bpf_map_lookup_elem(&egress_ifs, &oif);
-	if (!eg || (family == AF_INET ? !eg->has4 : !eg->has6)) {
+	struct egress egress, *eg = &egress;
+	if (egress_of(fib.ifindex, eg) || (family == AF_INET ? !eg->has4 : !eg->has6)) {
 		count(C_ITR_NO_SOURCE);
 		return TC_ACT_SHOT;
 	}
@@ -363,9 +362,8 @@ __noinline int reencapsulate(struct __sk_buff *skb, __u32 family, const struct a
 		count(C_RTR_NO_ROUTE);
 		return TC_ACT_SHOT;
 	}
-	__u32 oif = fib.ifindex;
-	struct egress *eg = bpf_map_lookup_elem(&egress_ifs, &oif);
-	if (!eg || (family == AF_INET ? !eg->has4 : !eg->has6)) {
+	struct egress egress, *eg = &egress;
+	if (egress_of(fib.ifindex, eg) || (family == AF_INET ? !eg->has4 : !eg->has6)) {
 		count(C_RTR_NO_ROUTE);
 		return TC_ACT_SHOT;
 	}
@@ -458,8 +456,7 @@ int underlay(struct __sk_buff *skb)
 		return TC_ACT_OK;
 	if (outer.proto != IPPROTO_UDP || outer.dport != bpf_htons(LISP_DATA_PORT))
 		return TC_ACT_OK;
-	struct rloc_key rk = {.family = family, .addr = outer.dst};
-	if (!bpf_map_lookup_elem(&rlocs, &rk))
+	if (!is_rloc(family, &outer.dst))
 		return TC_ACT_OK; /* in transit through us */
 	if (outer.fragment) {
 		count(C_ETR_FRAGMENT);

@@ -115,6 +115,49 @@ struct {
 	__type(value, struct path_stats);
 } rtr_paths SEC(".maps");
 
+/* is_rloc reports whether a is one of our RLOCs. Global: checked on its
+ * own, as the verifier of Linux 6.18 fails on it inlined in underlay
+ * once there are three RLOCs ("verifier bug: stack slot 17, total slots
+ * 14" in __mark_chain_precision). */
+__noinline int is_rloc(__u32 family, const struct addr *a)
+{
+	if (!a)
+		return 0;
+	__u32 n = cfg_n_rlocs;
+#pragma unroll
+	for (__u32 i = 0; i < FAST_RLOCS; i++) {
+		if (i >= n)
+			return 0;
+		const volatile struct rloc_key *k = &cfg_rlocs[i];
+		if (k->family == family && k->addr.a[0] == a->a[0] && k->addr.a[1] == a->a[1] &&
+		    k->addr.a[2] == a->a[2] && k->addr.a[3] == a->a[3])
+			return 1;
+	}
+	struct rloc_key rk = {.family = family, .addr = *a};
+	return bpf_map_lookup_elem(&rlocs, &rk) != NULL;
+}
+
+/* egress_of copies what the RLOC interface ifindex sends with into eg;
+ * it returns -1 when ifindex is no RLOC interface. */
+static __always_inline int egress_of(__u32 ifindex, struct egress *eg)
+{
+	__u32 n = cfg_n_egress;
+#pragma unroll
+	for (__u32 i = 0; i < FAST_EGRESS; i++) {
+		if (i >= n)
+			return -1;
+		if (cfg_egress[i].ifindex == ifindex) {
+			*eg = cfg_egress[i].eg;
+			return 0;
+		}
+	}
+	struct egress *m = bpf_map_lookup_elem(&egress_ifs, &ifindex);
+	if (!m)
+		return -1;
+	*eg = *m;
+	return 0;
+}
+
 static __always_inline void count(enum counter c)
 {
 	__u32 k = c;
