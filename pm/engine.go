@@ -142,6 +142,9 @@ type attempt struct {
 	id            uint8
 	sent          time.Time
 	established   bool
+	// handshaken: sock_diag shows the subflow established before its
+	// SUB_ESTABLISHED event came; it is not sent again.
+	handshaken bool
 	// For stall detection: bytes acked at the last poll, when they last
 	// grew, and whether the subflow was retransmitting.
 	acked    uint64

@@ -670,3 +670,24 @@ func TestCreateOnClosingConnection(t *testing.T) {
 	te.tick()
 	te.noCreates("after ENOTCONN")
 }
+
+// A create whose subflow sock_diag shows established, its event not yet
+// come (MPTCP v1 joins wait for the peer's last ACK; a burst delays the
+// events), is not destroyed and sent again.
+func TestHandshakenCreateIsKept(t *testing.T) {
+	te := newTestEngine(t, "policy: ndiffports\nsubflows: 2\nrepair: {interval: 250ms}\n")
+	te.connect(1)
+	cs := te.k.created()
+	te.diag.set(nil, []SubflowInfo{
+		{Token: 1, Local: clientAddr, Remote: serverAddr, State: tcpEstablished},
+		{Token: 1, Local: localOf(cs[0]), Remote: cs[0].remote, State: tcpEstablished},
+	})
+	for range 20 {
+		te.clock.add(100 * time.Millisecond)
+		te.tick()
+	}
+	if ds := te.k.destroyed(); len(ds) != 0 {
+		t.Errorf("destroyed %v, an established join", ds)
+	}
+	te.noCreates("while the join is established")
+}

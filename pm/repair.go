@@ -195,7 +195,7 @@ func (e *engine) tick() {
 			continue
 		}
 		for _, s := range c.slots {
-			if s.state == slotPending && now.Sub(s.att.sent) >= e.synTimeout(c, s) {
+			if s.state == slotPending && !s.att.handshaken && now.Sub(s.att.sent) >= e.synTimeout(c, s) {
 				s.synTimeouts++
 				e.destroy(c, s, "syn_timeout")
 			}
@@ -261,6 +261,13 @@ func (e *engine) watch(subs []SubflowInfo) {
 		progressing := 0
 		for _, s := range c.slots {
 			a := s.att
+			if a != nil && !a.established {
+				// A join whose socket is established waits for the
+				// peer's last ACK (MPTCP v1) or for its event: alive.
+				if si := byKey[subKey{c.token, a.local, a.remote}]; si != nil && si.State == tcpEstablished {
+					a.handshaken = true
+				}
+			}
 			if a == nil || !a.established {
 				continue
 			}
@@ -304,7 +311,7 @@ func (e *engine) linkChanged() {
 			continue
 		}
 		for _, s := range c.slots {
-			if s.state == slotPending && s.att.sent.Before(now) {
+			if s.state == slotPending && !s.att.handshaken && s.att.sent.Before(now) {
 				e.destroy(c, s, "link_change")
 			}
 			if s.state == slotBroken {
