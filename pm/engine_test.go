@@ -615,7 +615,7 @@ func BenchmarkBurst(b *testing.B) {
 }
 
 // A create that gets no handshake waits twice as long the next time, up
-// to a second: a burst of connections that slows every handshake is not
+// to half a second: a burst of connections that slows every handshake is not
 // answered with a storm of creates.
 func TestPendingCreateWaitDoubles(t *testing.T) {
 	te := newTestEngine(t, "policy: ndiffports\nsubflows: 2\nrepair: {interval: 250ms}\n")
@@ -635,7 +635,7 @@ func TestPendingCreateWaitDoubles(t *testing.T) {
 		waits = append(waits, waited)
 		te.k.created()
 	}
-	want := []time.Duration{250 * time.Millisecond, 500 * time.Millisecond, time.Second, time.Second, time.Second}
+	want := []time.Duration{250 * time.Millisecond, 500 * time.Millisecond, 500 * time.Millisecond, 500 * time.Millisecond, 500 * time.Millisecond}
 	if fmt.Sprint(waits) != fmt.Sprint(want) {
 		t.Errorf("waits before each new create %v, want %v", waits, want)
 	}

@@ -206,10 +206,11 @@ func (e *engine) tick() {
 	}
 }
 
-// maxSynWait bounds the wait for a create's handshake: the kernel itself
-// would send the SYN again after a second, so waiting longer gains
-// nothing, and a path that comes back is tried within it.
-const maxSynWait = time.Second
+// maxSynWait bounds the wait for a create's handshake, so that a path
+// that comes back is tried within it: well inside the second that
+// repair is given (issue #5), and before the kernel's own SYN
+// retransmission after a second.
+const maxSynWait = 500 * time.Millisecond
 
 // synTimeout is how long a create may wait for its handshake before it is
 // destroyed and sent again: a repair interval (three RTTs on a long
