@@ -94,8 +94,9 @@ type DirStats struct {
 	// DroppedLoss counts frames the loss model took, DroppedQueue those
 	// that found the queue full, DroppedDown those that arrived while
 	// the direction was down or were queued or in flight when it went
-	// down, WriteErrors those the receiving TAP refused.
-	DroppedLoss, DroppedQueue, DroppedDown, WriteErrors uint64
+	// down, WriteErrors those the receiving TAP refused, TooLong those
+	// longer than the MTU allows (which a TAP with that MTU never sends).
+	DroppedLoss, DroppedQueue, DroppedDown, WriteErrors, TooLong uint64
 	// Lateness is the histogram of how late delivered frames were.
 	Lateness Histogram
 }

@@ -1,0 +1,237 @@
+package linkemu
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/amptcp/amptcp/internal/testenv"
+	"github.com/amptcp/amptcp/internal/testnet"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+var tapCounter atomic.Int64
+
+// Addresses of the two ends of a rig's link.
+const (
+	addrA = "10.9.0.1"
+	addrB = "10.9.0.2"
+)
+
+// rig is two namespaces, a and b, joined by one emulated link.
+type rig struct {
+	a, b *testnet.Node
+	em   *Emulator
+	link *Link
+}
+
+// newRig builds the rig with p in both directions.
+func newRig(t testing.TB, p Params) *rig {
+	t.Helper()
+	n := testnet.New(t)
+	r := &rig{a: n.Node("a"), b: n.Node("b")}
+	em, err := New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.em = em
+	// Registered after testnet's cleanup, so it runs before: the TAPs
+	// go before their namespaces.
+	t.Cleanup(func() {
+		if err := em.Close(); err != nil {
+			t.Errorf("close emulator: %v", err)
+		}
+	})
+	id := tapCounter.Add(1)
+	cfg := LinkConfig{
+		A:    Endpoint{Namespace: r.a.Name(), Name: fmt.Sprintf("%s-t%da", testenv.Prefix, id)},
+		B:    Endpoint{Namespace: r.b.Name(), Name: fmt.Sprintf("%s-t%db", testenv.Prefix, id)},
+		AB:   p,
+		BA:   p,
+		Seed: 1,
+	}
+	if r.link, err = em.AddLink(cfg); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range []struct {
+		nd   *testnet.Node
+		name string
+		addr string
+	}{{r.a, cfg.A.Name, addrA}, {r.b, cfg.B.Name, addrB}} {
+		l, err := e.nd.Netlink().LinkByName(e.name)
+		if err != nil {
+			t.Fatalf("tap %s not in %s: %v", e.name, e.nd.Name(), err)
+		}
+		a, _ := netlink.ParseAddr(e.addr + "/24")
+		if err := e.nd.Netlink().AddrAdd(l, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return r
+}
+
+// udpPair opens a socket in b and one in a that sends to it.
+func (r *rig) udpPair(t testing.TB) (from *net.UDPConn, to *net.UDPConn) {
+	t.Helper()
+	srv, err := r.b.ListenUDP("udp4", addrB+":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli, err := r.a.ListenUDP("udp4", addrA+":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cli.SetWriteBuffer(4 << 20); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.SetReadBuffer(4 << 20); err != nil {
+		t.Fatal(err)
+	}
+	return cli, srv
+}
+
+// echo answers every datagram on srv until it is closed.
+func echo(srv *net.UDPConn) {
+	buf := make([]byte, 2000)
+	for {
+		n, addr, err := srv.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			return
+		}
+		srv.WriteToUDPAddrPort(buf[:n], addr)
+	}
+}
+
+// rtts measures n round trips of small datagrams, one at a time.
+func rtts(t testing.TB, cli *net.UDPConn, to net.Addr, n int) []time.Duration {
+	t.Helper()
+	buf := make([]byte, 64)
+	var out []time.Duration
+	for i := range n {
+		start := time.Now()
+		if _, err := cli.WriteTo(buf, to); err != nil {
+			t.Fatal(err)
+		}
+		cli.SetReadDeadline(time.Now().Add(time.Second))
+		if _, _, err := cli.ReadFrom(buf); err != nil {
+			t.Fatalf("round trip %d: %v", i, err)
+		}
+		out = append(out, time.Since(start))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+// receiver counts the datagrams arriving on srv and when each did.
+type receiver struct {
+	count atomic.Int64
+	times chan time.Time
+}
+
+func receive(srv *net.UDPConn) *receiver {
+	rc := &receiver{times: make(chan time.Time, 100000)}
+	go func() {
+		buf := make([]byte, 2000)
+		for {
+			if _, err := srv.Read(buf); err != nil {
+				return
+			}
+			rc.count.Add(1)
+			select {
+			case rc.times <- time.Now():
+			default:
+			}
+		}
+	}()
+	return rc
+}
+
+// settle waits until the receiver's count has not moved for a while.
+func (rc *receiver) settle(quiet time.Duration) int64 {
+	last := rc.count.Load()
+	for {
+		time.Sleep(quiet)
+		n := rc.count.Load()
+		if n == last {
+			return n
+		}
+		last = n
+	}
+}
+
+// drain returns the arrival times received so far.
+func (rc *receiver) drain() []time.Time {
+	var ts []time.Time
+	for {
+		select {
+		case t := <-rc.times:
+			ts = append(ts, t)
+		default:
+			return ts
+		}
+	}
+}
+
+// send writes n datagrams of size bytes, pausing every burst datagrams
+// so that neither the socket nor the link's queue overflows.
+func send(t testing.TB, cli *net.UDPConn, to net.Addr, n, size, burst int, pause time.Duration) {
+	t.Helper()
+	buf := make([]byte, size)
+	for i := range n {
+		if _, err := cli.WriteTo(buf, to); err != nil {
+			t.Fatal(err)
+		}
+		if burst > 0 && i%burst == burst-1 {
+			time.Sleep(pause)
+		}
+	}
+}
+
+// iperf3 measures a TCP transfer from a to b with cubic (the kernel's
+// default here is bbr, and tests must say what they measure), leaving out
+// the first second, and returns the goodput in bit/s. It runs as its own
+// processes so that the traffic does not compete with the emulator's loop
+// for the test binary's Go scheduler.
+func (r *rig) iperf3(t testing.TB, seconds int) float64 {
+	t.Helper()
+	bin := testenv.RequireTool(t, "iperf3")
+	port := fmt.Sprint(20000 + tapCounter.Add(1))
+	srv := r.b.Start(t, bin, "-s", "-1", "-B", addrB, "-p", port)
+	defer srv.Stop()
+	var out string
+	var err error
+	for range 50 { // until the server listens
+		out, err = r.a.Exec(t, bin, "-c", addrB, "-p", port, "-C", "cubic", "-O", "1",
+			"-t", fmt.Sprint(seconds), "-J")
+		if err == nil || !strings.Contains(out, "Connection refused") {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("iperf3: %v\n%s", err, out)
+	}
+	var res struct {
+		End struct {
+			Received struct {
+				BitsPerSecond float64 `json:"bits_per_second"`
+			} `json:"sum_received"`
+			Congestion string `json:"sender_tcp_congestion"`
+		} `json:"end"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("iperf3 output: %v\n%s", err, out)
+	}
+	if res.End.Congestion != "cubic" {
+		t.Fatalf("iperf3 sent with %q, want cubic", res.End.Congestion)
+	}
+	return res.End.Received.BitsPerSecond
+}
