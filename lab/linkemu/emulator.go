@@ -22,13 +22,6 @@ var ErrClosed = errors.New("linkemu: closed")
 // of the others by more than tens of microseconds.
 const readBatch = 32
 
-// spinMargin is how early the loop wakes before a frame is due; it then
-// polls without sleeping until the frame is. Timer wakeups on this kind
-// of virtual machine come 60-200 us late (see shared/KERNEL.md), which
-// alone would spend most of the lateness budget; the margin costs at most
-// this much CPU per wakeup.
-const spinMargin = 150 * int64(time.Microsecond)
-
 // loopPriority is the loop thread's SCHED_FIFO priority: the lowest, as
 // it needs only to come before the ordinary threads, not before the
 // kernel's own real-time threads.
@@ -182,7 +175,7 @@ func (e *Emulator) loop() {
 		next := e.advance()
 		var timeout *unix.Timespec
 		if next != never {
-			ts := unix.NsecToTimespec(max(0, next-e.now()-spinMargin))
+			ts := unix.NsecToTimespec(max(0, next-e.now()))
 			timeout = &ts
 		}
 		_, err := unix.Ppoll(e.pfds, timeout, nil)
