@@ -1,0 +1,303 @@
+package traffic
+
+import (
+	"context"
+	"math"
+	"net/netip"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/amptcp/amptcp/internal/testnet"
+	"github.com/amptcp/amptcp/mptcp"
+)
+
+// rig is a client c and a server s joined by two links, 10.1.1.0/24 and
+// 10.1.2.0/24, with the in-kernel path manager: the server announces its
+// second address, so that an MPTCP connection to 10.1.1.2 gets a second
+// subflow 10.1.2.1 -> 10.1.2.2. The client's ends are shaped to 40 Mbit/s
+// by tbf, so that an 8 MiB upload lasts long enough to be sampled.
+type rig struct {
+	c, s *testnet.Node
+}
+
+func newRig(t *testing.T) *rig {
+	n := testnet.New(t)
+	c, s := n.Node("c"), n.Node("s")
+	l1 := n.Link(c, s, "10.1.1.1/24", "10.1.1.2/24")
+	l2 := n.Link(c, s, "10.1.2.1/24", "10.1.2.2/24")
+	for _, l := range []*testnet.Link{l1, l2} {
+		run(t, "ip", "netns", "exec", c.Name(), "tc", "qdisc", "add", "dev", l.Iface(c),
+			"root", "tbf", "rate", "40mbit", "burst", "32kb", "latency", "50ms")
+	}
+	for _, nd := range []*testnet.Node{c, s} {
+		err := nd.Do(func() error {
+			if err := mptcp.SetPathManager("kernel"); err != nil {
+				return err
+			}
+			pm, err := mptcp.Dial()
+			if err != nil {
+				return err
+			}
+			defer pm.Close()
+			if err := pm.SetLimits(mptcp.Limits{Subflows: 2, AddAddrAccepted: 2}); err != nil {
+				return err
+			}
+			if nd != s {
+				return nil
+			}
+			return pm.AddEndpoint(mptcp.Addr{ID: 2, IP: netip.MustParseAddr("10.1.2.2"), Flags: mptcp.FlagSignal})
+		})
+		if err != nil {
+			t.Fatalf("path manager in %s: %v", nd.Name(), err)
+		}
+	}
+	return &rig{c: c, s: s}
+}
+
+func run(t *testing.T, name string, args ...string) string {
+	t.Helper()
+	out, err := exec.Command(name, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// serve starts a Server in nd and returns it with its collected records;
+// stop closes it and waits for its flows to end; cleanup cancels them.
+func serve(t *testing.T, nd *testnet.Node, addr string, opts ListenOptions) (*Server, *Collector, func()) {
+	t.Helper()
+	var srv *Server
+	if err := nd.Do(func() (err error) { srv, err = Listen(addr, opts); return err }); err != nil {
+		t.Fatal(err)
+	}
+	col := &Collector{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, col) }()
+	stop := sync.OnceFunc(func() {
+		srv.Close() // the flows under way end on their own
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+		cancel()
+	})
+	t.Cleanup(func() {
+		cancel() // ends the flows a failed test left
+		stop()
+	})
+	return srv, col, stop
+}
+
+func dial(t *testing.T, nd *testnet.Node, f Flow, addr string) *Stream {
+	t.Helper()
+	var st *Stream
+	if err := nd.Do(func() (err error) { st, err = Dial(context.Background(), f, addr); return err }); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+func ofKind(recs []Record, k RecordKind) []Record {
+	return slices.DeleteFunc(slices.Clone(recs), func(r Record) bool { return r.Kind != k })
+}
+
+func TestTraffic(t *testing.T) {
+	r := newRig(t)
+	t.Run("MPTCPTransfer", r.testMPTCPTransfer)
+	t.Run("TCPSaturateCubic", r.testTCPSaturateCubic)
+	t.Run("Background", r.testBackground)
+}
+
+// testMPTCPTransfer uploads 8 MiB over MPTCP with reno and checks the
+// count, the completion time and the two subflows in the samples. The
+// server listens on the wildcard address: the join to its announced
+// address 10.1.2.2 needs a listener there too.
+func (r *rig) testMPTCPTransfer(t *testing.T) {
+	srv, srvRecs, stop := serve(t, r.s, "0.0.0.0:5001", ListenOptions{Protocol: MPTCP})
+	f := Flow{ID: "mp8", Kind: Transfer, Protocol: MPTCP, CongestionControl: "reno", Bytes: 8 << 20}
+	cli := &Collector{}
+	res, err := dial(t, r.c, f, "10.1.1.2:5001").Run(context.Background(), cli)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	stop()
+	if res.Bytes != 8<<20 || res.Protocol != MPTCP || res.CongestionControl != "reno" {
+		t.Errorf("client result: %d bytes over %s with %q; want %d over mptcp with reno", res.Bytes, res.Protocol, res.CongestionControl, 8<<20)
+	}
+	// 8 MiB over 2 x 40 Mbit/s takes about 0.85 s; one path alone 1.7 s.
+	if res.Completion < 700*time.Millisecond || res.Completion > 5*time.Second {
+		t.Errorf("completion time %v; want about 0.85 s", res.Completion)
+	}
+	if res.Subflows != 2 {
+		t.Errorf("result: %d subflows; want 2", res.Subflows)
+	}
+	got := srv.Results()
+	if len(got) != 1 || got[0].Err != nil || got[0].Bytes != 8<<20 || got[0].Role != Receiver || got[0].CongestionControl != "reno" {
+		t.Fatalf("server results %+v; want one receiver of %d bytes with reno", got, 8<<20)
+	}
+	if len(ofKind(srvRecs.Records(), KindReceiver)) < 5 {
+		t.Errorf("server recorded %d receiver samples in %v; want one per 100 ms", len(ofKind(srvRecs.Records(), KindReceiver)), got[0].Completion)
+	}
+
+	// Per subflow: its addresses, and bytes acked that grow.
+	bySubflow := map[uint8][]Record{}
+	for _, rec := range ofKind(cli.Records(), KindSubflow) {
+		bySubflow[rec.Subflow] = append(bySubflow[rec.Subflow], rec)
+	}
+	locals := map[string]bool{}
+	for id, recs := range bySubflow {
+		first, last := recs[0], recs[len(recs)-1]
+		locals[first.Local.Addr().String()+">"+first.Remote.Addr().String()] = true
+		if len(recs) < 3 || last.BytesAcked <= first.BytesAcked || last.BytesAcked < 1<<20 {
+			t.Errorf("subflow %d: %d samples, bytes acked %d to %d; want growing to over 1 MiB", id, len(recs), first.BytesAcked, last.BytesAcked)
+		}
+		for i := 1; i < len(recs); i++ {
+			if recs[i].BytesAcked < recs[i-1].BytesAcked || !recs[i].Time.After(recs[i-1].Time) {
+				t.Errorf("subflow %d: sample %d goes back: %+v after %+v", id, i, recs[i], recs[i-1])
+			}
+		}
+		if last.RTT <= 0 || last.Cwnd == 0 || last.MSS == 0 {
+			t.Errorf("subflow %d: last sample has rtt %v, cwnd %d, mss %d", id, last.RTT, last.Cwnd, last.MSS)
+		}
+	}
+	want := map[string]bool{"10.1.1.1>10.1.1.2": true, "10.1.2.1>10.1.2.2": true}
+	if len(bySubflow) != 2 || !maps2Equal(locals, want) {
+		t.Errorf("subflows %v with addresses %v; want 2: %v", len(bySubflow), locals, want)
+	}
+	conns := ofKind(cli.Records(), KindConnection)
+	if len(conns) == 0 || conns[len(conns)-1].BytesAcked < 8<<20 {
+		t.Errorf("connection samples %d, last %+v; want the last to have all 8 MiB acked", len(conns), conns)
+	}
+}
+
+func maps2Equal(a, b map[string]bool) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k := range a {
+		if !b[k] {
+			return false
+		}
+	}
+	return true
+}
+
+// testTCPSaturateCubic downloads for 1 s over TCP with cubic: both ends
+// and `ss -ti` report cubic, and the receiver samples every ~100 ms.
+func (r *rig) testTCPSaturateCubic(t *testing.T) {
+	srv, srvRecs, stop := serve(t, r.s, "10.1.1.2:5002", ListenOptions{Protocol: TCP})
+	f := Flow{ID: "tcp1s", Kind: Saturate, Protocol: TCP, CongestionControl: "cubic", Direction: Download, Duration: time.Second}
+	st := dial(t, r.c, f, "10.1.1.2:5002")
+	cli := &Collector{}
+	type out struct {
+		res Result
+		err error
+	}
+	done := make(chan out, 1)
+	go func() { res, err := st.Run(context.Background(), cli); done <- out{res, err} }()
+	time.Sleep(400 * time.Millisecond)
+	ss := run(t, "ip", "netns", "exec", r.s.Name(), "ss", "-tin", "sport", "= :5002")
+	if !strings.Contains(ss, " cubic ") || strings.Contains(ss, "bbr") {
+		t.Errorf("ss -tin on the server shows no cubic:\n%s", ss)
+	}
+	o := <-done
+	stop()
+	if o.err != nil {
+		t.Fatalf("Run: %v", o.err)
+	}
+	res := o.res
+	if res.Protocol != TCP || res.CongestionControl != "cubic" || res.Role != Receiver {
+		t.Errorf("client result %s %q %s; want a tcp receiver with cubic", res.Protocol, res.CongestionControl, res.Role)
+	}
+	sres := srv.Results()
+	if len(sres) != 1 || sres[0].Err != nil || sres[0].CongestionControl != "cubic" || sres[0].Bytes != res.Bytes || sres[0].Role != Sender {
+		t.Fatalf("server results %+v; want one sender with cubic that sent the %d bytes received", sres, res.Bytes)
+	}
+	if sres[0].Completion < time.Second || sres[0].Completion > 1500*time.Millisecond {
+		t.Errorf("server sent for %v; want 1 s", sres[0].Completion)
+	}
+	// The receiver's samples, each about 100 ms after the previous.
+	recv := ofKind(cli.Records(), KindReceiver)
+	if len(recv) < 9 || len(recv) > 12 {
+		t.Fatalf("%d receiver samples in 1 s; want about 10", len(recv))
+	}
+	for i, rec := range recv[:len(recv)-1] { // the last is the final one, off the ticks
+		gap := rec.Interval // the first is timed from the dial
+		if i > 0 {
+			gap = rec.Time.Sub(recv[i-1].Time)
+		}
+		if math.Abs(float64(gap-DefaultInterval)) > float64(30*time.Millisecond) {
+			t.Errorf("sample %d: %v after the previous; want 100 ms", i, gap)
+		}
+		if rec.Interval != gap {
+			t.Errorf("sample %d: interval %v; want the real gap %v", i, rec.Interval, gap)
+		}
+		if rec.Goodput <= 0 {
+			t.Errorf("sample %d: goodput %v", i, rec.Goodput)
+		}
+	}
+	// The sender's samples are plain TCP: subflow 0, with cwnd and RTT.
+	snd := ofKind(srvRecs.Records(), KindSubflow)
+	if len(snd) < 9 || snd[len(snd)-1].Subflow != 0 || snd[len(snd)-1].Cwnd == 0 || snd[len(snd)-1].BytesAcked < res.Bytes {
+		t.Errorf("sender samples: %d, last %+v; want ~10 of subflow 0 with all bytes acked at the end", len(snd), snd)
+	}
+}
+
+// testBackground sends UDP at 50 Mbit/s for 1 s from the server (whose
+// ends are not shaped) to the client.
+func (r *rig) testBackground(t *testing.T) {
+	var sink *UDPSink
+	if err := r.c.Do(func() (err error) { sink, err = ListenUDP("10.1.2.1:6001", 0); return err }); err != nil {
+		t.Fatal(err)
+	}
+	col := &Collector{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- sink.Serve(ctx, col) }()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	f := Flow{ID: "bg", Kind: Background, Rate: 50e6, Duration: time.Second}
+	var snd *UDPSender
+	if err := r.s.Do(func() (err error) { snd, err = DialUDP(f, "10.1.2.1:6001"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	res, err := snd.Run(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent := float64(res.Bytes) * 8 / f.Duration.Seconds()
+	if math.Abs(sent-f.Rate)/f.Rate > 0.02 {
+		t.Errorf("sent %.2f Mbit/s; want 50 within 2 %%", sent/1e6)
+	}
+	if res.Completion < 990*time.Millisecond || res.Completion > 1100*time.Millisecond {
+		t.Errorf("sending took %v; want 1 s", res.Completion)
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for len(sink.Results()) == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	got := sink.Results()
+	if len(got) != 1 || got[0].Datagrams+got[0].Lost != res.Datagrams || float64(got[0].Datagrams) < 0.98*float64(res.Datagrams) {
+		t.Fatalf("sink results %+v; want one flow with the %d datagrams sent, at most 2 %% lost", got, res.Datagrams)
+	}
+	samples := ofKind(col.Records(), KindReceiver)
+	if len(samples) < 8 {
+		t.Errorf("%d sink samples; want about 10", len(samples))
+	}
+	for _, s := range samples[1 : len(samples)-1] {
+		if math.Abs(s.Goodput-f.Rate)/f.Rate > 0.25 {
+			t.Errorf("sample at %v: %.1f Mbit/s; want about 50", s.Time, s.Goodput/1e6)
+		}
+	}
+	if sink.Malformed() != 0 {
+		t.Errorf("%d malformed datagrams", sink.Malformed())
+	}
+}
