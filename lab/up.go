@@ -1,0 +1,418 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/amptcp/amptcp/daemon"
+	"github.com/amptcp/amptcp/internal/netns"
+	"github.com/amptcp/amptcp/lab/topo"
+	"github.com/amptcp/amptcp/mptcp"
+	"github.com/amptcp/amptcp/pm"
+)
+
+// ReadyTimeout bounds Up's wait for the daemons and the registrations.
+const ReadyTimeout = 30 * time.Second
+
+// hostLimits are the MPTCP limits of the hosts: room for the plans of
+// every policy (the kernel's maximum is 8).
+var hostLimits = mptcp.Limits{Subflows: 8, AddAddrAccepted: 8}
+
+// Up builds the lab of a topology and starts its daemons; topologyPath,
+// if not empty, is noted in the state. On failure it takes down what it
+// built and returns why.
+func Up(ctx context.Context, t *topo.Topology, topologyPath string, opts Options) (*State, error) {
+	dir := opts.dir(t.Name)
+	if _, err := os.Stat(filepath.Join(dir, stateFile)); err == nil {
+		return nil, fmt.Errorf("lab %s exists (%s): take it down first (amptcp lab down %s)", t.Name, dir, t.Name)
+	}
+	plan, err := topo.Compile(t, dir)
+	if err != nil {
+		return nil, err
+	}
+	if left, err := netns.List(plan.Prefix); err != nil || len(left) > 0 {
+		return nil, fmt.Errorf("lab %s: namespaces %v exist already (%v): amptcp lab down %s", t.Name, left, err, t.Name)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	st := &State{Name: plan.Name, Prefix: plan.Prefix, Dir: dir, Topology: topologyPath}
+	if err := st.save(); err != nil {
+		return nil, err
+	}
+	b := &builder{plan: plan, st: st, opts: opts}
+	if err := b.build(ctx); err != nil {
+		opts.progress("up failed: %v; taking down what was built", err)
+		if derr := Down(t.Name, opts); derr != nil {
+			err = errors.Join(err, fmt.Errorf("take down: %w", derr))
+		}
+		return nil, err
+	}
+	return st, nil
+}
+
+type builder struct {
+	plan *topo.Plan
+	st   *State
+	opts Options
+}
+
+func (b *builder) build(ctx context.Context) error {
+	p := b.plan
+	b.opts.progress("lab %s: %d nodes, %d links, in %s", p.Name, len(p.Nodes), len(p.Links), p.Dir)
+	for _, n := range p.Nodes {
+		b.st.Namespaces = append(b.st.Namespaces, n.Namespace)
+		if err := b.st.save(); err != nil {
+			return err
+		}
+		if err := b.node(n); err != nil {
+			return fmt.Errorf("node %s: %w", n.Name, err)
+		}
+	}
+	b.opts.progress("namespaces: %d created", len(p.Nodes))
+	links := b.opts.Links
+	if links == nil {
+		links = Veth{}
+	}
+	for _, l := range p.Links {
+		b.st.Links = append(b.st.Links, LinkEnd{l.A.Namespace, l.A.Interface}, LinkEnd{l.B.Namespace, l.B.Interface})
+		if err := b.st.save(); err != nil {
+			return err
+		}
+		if err := links.MakeLink(l); err != nil {
+			return fmt.Errorf("link %s: %w", l.Name, err)
+		}
+		for _, e := range []topo.End{l.A, l.B} {
+			if err := configureEnd(e, l.MTU); err != nil {
+				return fmt.Errorf("link %s: %w", l.Name, err)
+			}
+		}
+	}
+	b.opts.progress("links: %d up (veth pairs)", len(p.Links))
+	for _, n := range p.Nodes {
+		if err := addRoutes(n); err != nil {
+			return fmt.Errorf("node %s: %w", n.Name, err)
+		}
+	}
+	b.opts.progress("routes: added")
+	if err := b.startDaemons(); err != nil {
+		return err
+	}
+	if err := b.waitReady(ctx); err != nil {
+		return err
+	}
+	b.st.Up = true
+	if err := b.st.save(); err != nil {
+		return err
+	}
+	b.opts.progress("lab %s is up", p.Name)
+	return nil
+}
+
+// node creates a namespace with lo up, forwarding on routers (without
+// reverse-path filtering: a flow's paths need not be symmetric), and the
+// MPTCP limits on hosts.
+func (b *builder) node(n topo.NodePlan) error {
+	ns, err := netns.Create(n.Namespace)
+	if err != nil {
+		return err
+	}
+	h, err := handleAt(n.Namespace)
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	lo, err := h.LinkByName("lo")
+	if err == nil {
+		err = h.LinkSetUp(lo)
+	}
+	if err != nil {
+		return fmt.Errorf("set lo up: %w", err)
+	}
+	sysctls := [][2]string{{"net.ipv4.conf.all.rp_filter", "0"}, {"net.ipv4.conf.default.rp_filter", "0"}}
+	if n.Forwarding {
+		sysctls = append(sysctls, [2]string{"net.ipv4.ip_forward", "1"})
+	}
+	err = ns.Do(func() error {
+		for _, kv := range sysctls {
+			path := filepath.Join("/proc/sys", strings.ReplaceAll(kv[0], ".", "/"))
+			if err := os.WriteFile(path, []byte(kv[1]), 0o644); err != nil {
+				return fmt.Errorf("set %s: %w", kv[0], err)
+			}
+		}
+		if n.Role != topo.RoleHost {
+			return nil
+		}
+		c, err := mptcp.Dial()
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		if err := c.SetLimits(hostLimits); err != nil {
+			return fmt.Errorf("set MPTCP limits: %w", err)
+		}
+		return nil
+	})
+	return err
+}
+
+// configureEnd sets a link end's MTU and address and brings it up.
+func configureEnd(e topo.End, mtu int) error {
+	h, err := handleAt(e.Namespace)
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	l, err := h.LinkByName(e.Interface)
+	if err != nil {
+		return fmt.Errorf("find %s in %s: %w", e.Interface, e.Namespace, err)
+	}
+	if err := h.LinkSetMTU(l, mtu); err != nil {
+		return fmt.Errorf("set the MTU of %s: %w", e.Interface, err)
+	}
+	addr := &netlink.Addr{IPNet: &net.IPNet{IP: e.Address.Addr().AsSlice(), Mask: net.CIDRMask(e.Address.Bits(), 32)}}
+	if err := h.AddrAdd(l, addr); err != nil {
+		return fmt.Errorf("add %s to %s: %w", e.Address, e.Interface, err)
+	}
+	if err := h.LinkSetUp(l); err != nil {
+		return fmt.Errorf("set %s up: %w", e.Interface, err)
+	}
+	return nil
+}
+
+func addRoutes(n topo.NodePlan) error {
+	if len(n.Routes) == 0 {
+		return nil
+	}
+	h, err := handleAt(n.Namespace)
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	for _, r := range n.Routes {
+		l, err := h.LinkByName(r.Dev)
+		if err != nil {
+			return fmt.Errorf("route %s: %w", r, err)
+		}
+		route := &netlink.Route{LinkIndex: l.Attrs().Index, Gw: r.Via.AsSlice()}
+		if r.Dst.IsValid() {
+			route.Dst = &net.IPNet{IP: r.Dst.Addr().AsSlice(), Mask: net.CIDRMask(r.Dst.Bits(), 32)}
+		}
+		if err := h.RouteAdd(route); err != nil {
+			return fmt.Errorf("route %s: %w", r, err)
+		}
+	}
+	return nil
+}
+
+// startDaemons writes the configurations and starts lispd on every LISP
+// node and `amptcp pm` on every host with a pm block.
+func (b *builder) startDaemons() error {
+	lispd, amptcp, err := binaries(b.opts.Bin)
+	for _, n := range b.plan.Nodes {
+		if n.Lispd != nil {
+			if err != nil {
+				return err
+			}
+			path := b.plan.LispdConfigPath(n.Name)
+			if err := writeConfig(path, n.LispdYAML); err != nil {
+				return err
+			}
+			if err := b.start(n, "lispd", n.LispdSocket, lispd, "-config", path); err != nil {
+				return err
+			}
+		}
+		if n.PM != nil {
+			if err != nil {
+				return err
+			}
+			path := b.plan.PMConfigPath(n.Name)
+			if err := writeConfig(path, n.PMYAML); err != nil {
+				return err
+			}
+			if err := b.start(n, "pm", n.PMSocket, amptcp, "pm", "-config", path); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func writeConfig(path string, gen func() ([]byte, error)) error {
+	data, err := gen()
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, data, 0o600)
+}
+
+// binaries finds lispd and amptcp: in bin, else next to this executable,
+// else on PATH.
+func binaries(bin string) (lispd, amptcp string, err error) {
+	self, _ := os.Executable()
+	find := func(name string) (string, error) {
+		if bin != "" {
+			return filepath.Join(bin, name), nil
+		}
+		if self != "" {
+			if p := filepath.Join(filepath.Dir(self), name); isExecutable(p) {
+				return p, nil
+			}
+		}
+		p, err := exec.LookPath(name)
+		if err != nil {
+			return "", fmt.Errorf("find %s: not next to %s nor on PATH (give -bin)", name, self)
+		}
+		return p, nil
+	}
+	if lispd, err = find("lispd"); err != nil {
+		return
+	}
+	amptcp, err = find("amptcp")
+	return
+}
+
+func isExecutable(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0
+}
+
+// start runs a daemon in the node's namespace, in a process group of its
+// own, its output in its log, and notes its PID and start time. The
+// daemon outlives Up: nothing ties it to this process.
+func (b *builder) start(n topo.NodePlan, daemonName, socket, prog string, args ...string) error {
+	logPath := b.plan.LogPath(n.Name, daemonName)
+	log, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	defer log.Close()
+	cmd := exec.Command(prog, args...)
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.Dir = b.plan.Dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Forked from a thread inside the namespace: the daemon is in it from
+	// its first instruction.
+	ns := netns.NS{Name: n.Namespace}
+	if err := ns.Do(cmd.Start); err != nil {
+		return fmt.Errorf("start %s in %s: %w", daemonName, n.Namespace, err)
+	}
+	pid := cmd.Process.Pid
+	go cmd.Wait() // reap it if it dies while this process lives
+	start, _ := startTime(pid)
+	b.st.Processes = append(b.st.Processes, Process{Node: n.Name, Daemon: daemonName, Namespace: n.Namespace,
+		PID: pid, StartTime: start, Socket: socket, Log: logPath})
+	if err := b.st.save(); err != nil {
+		return err
+	}
+	b.opts.progress("%s: %s started, pid %d, log %s", n.Name, daemonName, pid, logPath)
+	return nil
+}
+
+// waitReady waits until every daemon answers on its control socket and
+// every xTR is registered with every map-server.
+func (b *builder) waitReady(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, ReadyTimeout)
+	defer cancel()
+	for _, p := range b.st.Processes {
+		for {
+			why := notReady(p)
+			if why == "" {
+				break
+			}
+			if alive, _ := running(p); !alive {
+				return fmt.Errorf("%s's %s exited: see %s:\n%s", p.Node, p.Daemon, p.Log, logTail(p.Log))
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("%s's %s: %s after %v (log %s)", p.Node, p.Daemon, why, ReadyTimeout, p.Log)
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+		b.opts.progress("%s: %s ready", p.Node, p.Daemon)
+	}
+	return nil
+}
+
+// notReady says what a daemon still lacks, or "".
+func notReady(p Process) string {
+	if p.Daemon == "pm" {
+		if _, err := pm.QueryStatus(p.Socket); err != nil {
+			return "no answer on its control socket"
+		}
+		return ""
+	}
+	st, err := daemon.QueryStatus(p.Socket)
+	if err != nil {
+		return "no answer on its control socket"
+	}
+	if st.XTR != nil {
+		for _, ms := range st.XTR.MapServers {
+			if ms.State != "registered" {
+				return fmt.Sprintf("not registered with %s (%s)", ms.Address, ms.State)
+			}
+		}
+	}
+	return ""
+}
+
+func logTail(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	if len(b) > 2048 {
+		b = b[len(b)-2048:]
+	}
+	return string(b)
+}
+
+// startTime reads a process's start time (field 22 of /proc/PID/stat).
+func startTime(pid int) (uint64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name (field 2) may hold spaces: count after its ')'.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 20 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
+	}
+	var v uint64
+	_, err = fmt.Sscan(f[19], &v)
+	return v, err
+}
+
+// running reports whether the recorded process still runs: its PID
+// exists, with the recorded start time, and is not a zombie.
+func running(p Process) (bool, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.PID))
+	if err != nil {
+		return false, nil
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 || i+3 > len(s) || s[i+2] == 'Z' {
+		return false, nil
+	}
+	st, err := startTime(p.PID)
+	if err != nil {
+		return false, nil
+	}
+	return p.StartTime == 0 || st == p.StartTime, nil
+}
