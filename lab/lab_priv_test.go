@@ -263,3 +263,22 @@ func TestDownAfterKilledUp(t *testing.T) {
 	}
 	labGone(t, st, opts)
 }
+
+// TestFailedUpTakesItselfDown: when a daemon cannot start (no binaries
+// where -bin says), up says why and leaves nothing behind.
+func TestFailedUpTakesItselfDown(t *testing.T) {
+	testenv.RequireRoot(t)
+	name := testenv.Prefix + "-fail"
+	opts := Options{Dir: t.TempDir(), Bin: t.TempDir()}
+	path := docTopology(t, name)
+	top, err := topo.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cleanupLab(t, name, opts)
+	_, err = Up(context.Background(), top, path, opts)
+	if err == nil || !strings.Contains(err.Error(), "in "+topo.NamespacePrefix+name+"-") || !strings.Contains(err.Error(), "no such file") {
+		t.Fatalf("up with no lispd: %v", err)
+	}
+	labGone(t, &State{Name: name, Prefix: topo.NamespacePrefix + name + "-"}, opts)
+}
