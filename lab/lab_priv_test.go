@@ -25,19 +25,7 @@ import (
 var bin string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "amptcp-lab-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	bin = dir
-	cmd := exec.Command("go", "build", "-o", dir, "github.com/amptcp/amptcp/cmd/lispd", "github.com/amptcp/amptcp/cmd/amptcp")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build the binaries: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	defer os.RemoveAll(dir)
-	testenv.Main(m)
+	testenv.MainWithBinaries(m, &bin, "github.com/amptcp/amptcp/cmd/lispd", "github.com/amptcp/amptcp/cmd/amptcp")
 }
 
 var yamlBlock = regexp.MustCompile("(?s)```yaml\n(.*?)```")

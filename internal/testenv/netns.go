@@ -3,6 +3,7 @@ package testenv
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"sync/atomic"
 	"testing"
 
@@ -33,7 +34,32 @@ func NetNS(t testing.TB) *netns.NS {
 // namespace, and no link in the root namespace, named with this run's
 // prefix; it removes any it finds and fails the run.
 // Use it as the body of TestMain.
-func Main(m *testing.M) {
+func Main(m *testing.M) { os.Exit(run(m)) }
+
+// MainWithBinaries is Main for packages whose tests run this
+// repository's programs: it first builds the packages given (import
+// paths of commands) into a temporary directory, which *dir names while
+// the tests run, and removes it afterwards.
+func MainWithBinaries(m *testing.M, dir *string, pkgs ...string) {
+	tmp, err := os.MkdirTemp("", "amptcp-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "testenv:", err)
+		os.Exit(1)
+	}
+	cmd := exec.Command("go", append([]string{"build", "-o", tmp}, pkgs...)...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		os.RemoveAll(tmp)
+		fmt.Fprintf(os.Stderr, "testenv: build %v: %v\n%s", pkgs, err, out)
+		os.Exit(1)
+	}
+	*dir = tmp
+	code := run(m)
+	os.RemoveAll(tmp)
+	os.Exit(code)
+}
+
+// run runs the tests and then checks that they left nothing behind.
+func run(m *testing.M) int {
 	code := m.Run()
 	if removeLeaked("namespace %s leaked", netns.List, netns.Delete) {
 		code = 1
@@ -42,7 +68,7 @@ func Main(m *testing.M) {
 	if os.Geteuid() == 0 && removeLeaked("link %s leaked into the root namespace", netns.Links, netns.DeleteLink) {
 		code = 1
 	}
-	os.Exit(code)
+	return code
 }
 
 // removeLeaked lists what this run's tests left behind, removes it, and
