@@ -118,8 +118,13 @@ func TestUpDown(t *testing.T) {
 	if want := "10.255.0.18:4342 registered"; registered["xtra"] != want || registered["xtrb"] != want {
 		t.Errorf("registrations %v, want both xTRs %q", registered, want)
 	}
-	if len(daemons) != 6 { // 4 lispd, 2 pm
+	if len(daemons) != 7 { // 4 lispd, 2 pm, the link daemon
 		t.Errorf("%d daemons: %+v", len(daemons), daemons)
+	}
+	for _, d := range daemons {
+		if d.Daemon == linkdDaemon && len(d.Links) != 3 {
+			t.Errorf("linkd serves %d links, want the 3 emulated ones: %v", len(d.Links), d.Links)
+		}
 	}
 
 	// A plain TCP connection first: its first SYN and SYN-ACK are dropped
@@ -253,7 +258,8 @@ func TestDownAfterKilledUp(t *testing.T) {
 }
 
 // TestFailedUpTakesItselfDown: when a daemon cannot start (no binaries
-// where -bin says), up says why and leaves nothing behind.
+// where -bin says: the first to start is the link daemon), up says why
+// and leaves nothing behind.
 func TestFailedUpTakesItselfDown(t *testing.T) {
 	testenv.RequireRoot(t)
 	name := testenv.Prefix + "-fail"
@@ -265,7 +271,7 @@ func TestFailedUpTakesItselfDown(t *testing.T) {
 	}
 	cleanupLab(t, name, opts)
 	_, err = Up(context.Background(), top, path, opts)
-	if err == nil || !strings.Contains(err.Error(), "in "+topo.NamespacePrefix+name+"-") || !strings.Contains(err.Error(), "no such file") {
+	if err == nil || !strings.Contains(err.Error(), "start linkd") || !strings.Contains(err.Error(), "no such file") {
 		t.Fatalf("up with no lispd: %v", err)
 	}
 	labGone(t, &State{Name: name, Prefix: topo.NamespacePrefix + name + "-"}, opts)

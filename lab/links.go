@@ -9,13 +9,11 @@ import (
 	"github.com/amptcp/amptcp/lab/topo"
 )
 
-// LinkMaker creates the two ends of a link, each in its namespace with
-// its name; Up then sets their MTU and addresses and brings them up.
-//
-// Veth is the only one for now: every link, emulated or not, is a veth
-// pair. The link emulator (lab/linkemu) will be a LinkMaker for the links
-// with emulation settings (TAP devices that it serves), leaving the
-// others to Veth.
+// LinkMaker creates the two ends of a link that is not emulated, each in
+// its namespace with its name; Up then sets their MTU and addresses and
+// brings them up. (The emulated links, those with a rate, delay, loss or
+// queue, are TAP devices that the lab's link daemon creates and serves:
+// see linkd.go.)
 type LinkMaker interface {
 	MakeLink(l topo.LinkPlan) error
 }

@@ -35,7 +35,7 @@ type Options struct {
 	Bin string
 	// Progress gets a line per step (nil: none).
 	Progress io.Writer
-	// Links makes the links; veth pairs when nil.
+	// Links makes the links that are not emulated; veth pairs when nil.
 	Links LinkMaker
 }
 

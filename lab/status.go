@@ -1,11 +1,13 @@
 package lab
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"strings"
 
 	"github.com/amptcp/amptcp/daemon"
+	"github.com/amptcp/amptcp/lab/linkemu"
 )
 
 // DaemonStatus is how a daemon of the lab is doing.
@@ -14,7 +16,9 @@ type DaemonStatus struct {
 	Running bool `json:"running"`
 	// Registrations are an xTR's, "<map-server> <state>".
 	Registrations []string `json:"registrations,omitempty"`
-	Error         string   `json:"error,omitempty"`
+	// Links are the link daemon's emulated links' counters, by name.
+	Links map[string]linkemu.Stats `json:"links,omitempty"`
+	Error string                   `json:"error,omitempty"`
 }
 
 // Status reads the lab's state and asks each daemon how it is.
@@ -37,6 +41,12 @@ func Status(name string, opts Options) (*State, []DaemonStatus, error) {
 				}
 			}
 		}
+		if ds.Running && p.Daemon == linkdDaemon {
+			ds.Links, err = (&linkClient{socket: p.Socket}).Stats()
+			if err != nil {
+				ds.Error = err.Error()
+			}
+		}
 		out = append(out, ds)
 	}
 	return st, out, nil
@@ -54,7 +64,7 @@ func WriteStatus(w io.Writer, st *State, daemons []DaemonStatus) {
 		if !d.Running {
 			run = "NOT RUNNING"
 		}
-		fmt.Fprintf(w, "  %-10s %-5s pid %-7d %s", d.Node, d.Daemon, d.PID, run)
+		fmt.Fprintf(w, "  %-10s %-5s pid %-7d %s", cmp.Or(d.Node, "(lab)"), d.Daemon, d.PID, run)
 		if len(d.Registrations) > 0 {
 			fmt.Fprintf(w, ", registered: %s", strings.Join(d.Registrations, ", "))
 		}
@@ -62,5 +72,19 @@ func WriteStatus(w io.Writer, st *State, daemons []DaemonStatus) {
 			fmt.Fprintf(w, ", %s", d.Error)
 		}
 		fmt.Fprintln(w)
+		writeLinkStats(w, d.Links)
+	}
+}
+
+// writeLinkStats prints a line per emulated link and direction.
+func writeLinkStats(w io.Writer, links map[string]linkemu.Stats) {
+	for _, name := range sortedLinkNames(links) {
+		s := links[name]
+		for _, dir := range []linkemu.Direction{linkemu.AToB, linkemu.BToA} {
+			c := s.Dir(dir)
+			fmt.Fprintf(w, "    %-14s %-6s in %d frames %d bytes, delivered %d, dropped: loss %d queue %d down %d, write errors %d, late p99 %v max %v\n",
+				name, dir, c.FramesIn, c.BytesIn, c.Delivered, c.DroppedLoss, c.DroppedQueue, c.DroppedDown, c.WriteErrors,
+				c.Lateness.Quantile(0.99), c.Lateness.Max)
+		}
 	}
 }

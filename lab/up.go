@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -84,13 +85,21 @@ func (b *builder) build(ctx context.Context) error {
 	if links == nil {
 		links = Veth{}
 	}
-	for _, l := range p.Links {
-		b.st.Links = append(b.st.Links, LinkEnd{l.A.Namespace, l.A.Interface}, LinkEnd{l.B.Namespace, l.B.Interface})
-		if err := b.st.save(); err != nil {
+	emulated := emulatedLinks(p)
+	if len(emulated) > 0 {
+		if err := b.startLinkd(ctx, emulated); err != nil {
 			return err
 		}
-		if err := links.MakeLink(l); err != nil {
-			return fmt.Errorf("link %s: %w", l.Name, err)
+	}
+	for _, l := range p.Links {
+		if !l.Emulated {
+			b.st.Links = append(b.st.Links, LinkEnd{l.A.Namespace, l.A.Interface}, LinkEnd{l.B.Namespace, l.B.Interface})
+			if err := b.st.save(); err != nil {
+				return err
+			}
+			if err := links.MakeLink(l); err != nil {
+				return fmt.Errorf("link %s: %w", l.Name, err)
+			}
 		}
 		for _, e := range []topo.End{l.A, l.B} {
 			if err := configureEnd(e, l.MTU); err != nil {
@@ -98,7 +107,7 @@ func (b *builder) build(ctx context.Context) error {
 			}
 		}
 	}
-	b.opts.progress("links: %d up (veth pairs)", len(p.Links))
+	b.opts.progress("links: %d up (%d emulated by linkd, %d veth pairs)", len(p.Links), len(emulated), len(p.Links)-len(emulated))
 	for _, n := range p.Nodes {
 		if err := addRoutes(n); err != nil {
 			return fmt.Errorf("node %s: %w", n.Name, err)
@@ -259,27 +268,30 @@ func writeConfig(path string, gen func() ([]byte, error)) error {
 // binaries finds lispd and amptcp: in bin, else next to this executable,
 // else on PATH.
 func binaries(bin string) (lispd, amptcp string, err error) {
-	self, _ := os.Executable()
-	find := func(name string) (string, error) {
-		if bin != "" {
-			return filepath.Join(bin, name), nil
-		}
-		if self != "" {
-			if p := filepath.Join(filepath.Dir(self), name); isExecutable(p) {
-				return p, nil
-			}
-		}
-		p, err := exec.LookPath(name)
-		if err != nil {
-			return "", fmt.Errorf("find %s: not next to %s nor on PATH (give -bin)", name, self)
-		}
-		return p, nil
-	}
-	if lispd, err = find("lispd"); err != nil {
+	if lispd, err = findBinary(bin, "lispd"); err != nil {
 		return
 	}
-	amptcp, err = find("amptcp")
+	amptcp, err = findBinary(bin, "amptcp")
 	return
+}
+
+// findBinary finds one program: in bin, else next to this executable,
+// else on PATH.
+func findBinary(bin, name string) (string, error) {
+	if bin != "" {
+		return filepath.Join(bin, name), nil
+	}
+	self, _ := os.Executable()
+	if self != "" {
+		if p := filepath.Join(filepath.Dir(self), name); isExecutable(p) {
+			return p, nil
+		}
+	}
+	p, err := exec.LookPath(name)
+	if err != nil {
+		return "", fmt.Errorf("find %s: not next to %s nor on PATH (give -bin)", name, self)
+	}
+	return p, nil
 }
 
 func isExecutable(path string) bool {
@@ -291,8 +303,14 @@ func isExecutable(path string) bool {
 // own, its output in its log, and notes its PID and start time. The
 // daemon outlives Up: nothing ties it to this process.
 func (b *builder) start(n topo.NodePlan, daemonName, socket, prog string, args ...string) error {
-	logPath := b.plan.LogPath(n.Name, daemonName)
-	log, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	return b.startProcess(Process{Node: n.Name, Daemon: daemonName, Namespace: n.Namespace,
+		Socket: socket, Log: b.plan.LogPath(n.Name, daemonName)}, prog, args...)
+}
+
+// startProcess starts p's program in p's namespace (this process's when
+// it names none) and notes it in the state.
+func (b *builder) startProcess(p Process, prog string, args ...string) error {
+	log, err := os.OpenFile(p.Log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return err
 	}
@@ -303,19 +321,22 @@ func (b *builder) start(n topo.NodePlan, daemonName, socket, prog string, args .
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	// Forked from a thread inside the namespace: the daemon is in it from
 	// its first instruction.
-	ns := netns.NS{Name: n.Namespace}
-	if err := ns.Do(cmd.Start); err != nil {
-		return fmt.Errorf("start %s in %s: %w", daemonName, n.Namespace, err)
+	if p.Namespace == "" {
+		err = cmd.Start()
+	} else {
+		err = (&netns.NS{Name: p.Namespace}).Do(cmd.Start)
 	}
-	pid := cmd.Process.Pid
+	if err != nil {
+		return fmt.Errorf("start %s in %s: %w", p.Daemon, cmp.Or(p.Namespace, "the host's namespace"), err)
+	}
+	p.PID = cmd.Process.Pid
 	go cmd.Wait() // reap it if it dies while this process lives
-	start, _ := startTime(pid)
-	b.st.Processes = append(b.st.Processes, Process{Node: n.Name, Daemon: daemonName, Namespace: n.Namespace,
-		PID: pid, StartTime: start, Socket: socket, Log: logPath})
+	p.StartTime, _ = startTime(p.PID)
+	b.st.Processes = append(b.st.Processes, p)
 	if err := b.st.save(); err != nil {
 		return err
 	}
-	b.opts.progress("%s: %s started, pid %d, log %s", n.Name, daemonName, pid, logPath)
+	b.opts.progress("%s: %s started, pid %d, log %s", cmp.Or(p.Node, "lab"), p.Daemon, p.PID, p.Log)
 	return nil
 }
 
@@ -325,27 +346,42 @@ func (b *builder) waitReady(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, ReadyTimeout)
 	defer cancel()
 	for _, p := range b.st.Processes {
-		for {
-			why := notReady(p)
-			if why == "" {
-				break
-			}
-			if alive, _ := running(p); !alive {
-				return fmt.Errorf("%s's %s exited: see %s:\n%s", p.Node, p.Daemon, p.Log, logTail(p.Log))
-			}
-			select {
-			case <-ctx.Done():
-				return fmt.Errorf("%s's %s: %s after %v (log %s)", p.Node, p.Daemon, why, ReadyTimeout, p.Log)
-			case <-time.After(50 * time.Millisecond):
-			}
+		if err := b.waitFor(ctx, p); err != nil {
+			return err
 		}
-		b.opts.progress("%s: %s ready", p.Node, p.Daemon)
 	}
+	return nil
+}
+
+// waitFor waits until the daemon answers (and, an xTR, is registered).
+func (b *builder) waitFor(ctx context.Context, p Process) error {
+	who := cmp.Or(p.Node, "lab") + "'s " + p.Daemon
+	for {
+		why := notReady(p)
+		if why == "" {
+			break
+		}
+		if alive, _ := running(p); !alive {
+			return fmt.Errorf("%s exited: see %s:\n%s", who, p.Log, logTail(p.Log))
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s: %s after %v (log %s)", who, why, ReadyTimeout, p.Log)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	b.opts.progress("%s: %s ready", cmp.Or(p.Node, "lab"), p.Daemon)
 	return nil
 }
 
 // notReady says what a daemon still lacks, or "".
 func notReady(p Process) string {
+	if p.Daemon == linkdDaemon {
+		if _, err := (&linkClient{socket: p.Socket}).Stats(); err != nil {
+			return "no answer on its control socket"
+		}
+		return ""
+	}
 	if p.Daemon == "pm" {
 		if _, err := pm.QueryStatus(p.Socket); err != nil {
 			return "no answer on its control socket"

@@ -23,11 +23,13 @@ func runLab(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, `usage: amptcp lab up [-dir DIR] [-bin DIR] FILE
        amptcp lab down [-dir DIR] NAME|FILE
        amptcp lab status [-dir DIR] [-json] NAME
+       amptcp lab link [-dir DIR] NAME LINK down|up|set [-direction a-to-b|b-to-a]
+                       [-rate R] [-delay D] [-loss P] [-queue Q]
 
 up builds the lab of a topology file (namespaces, links, routes, the
 generated configurations) and starts lispd and amptcp pm in their roles;
 down removes all of it, also after a crash; docs/lab.md describes the
-topology format.
+topology format; link takes an emulated link down or up or changes it.
 
 `)
 	}
@@ -36,6 +38,12 @@ topology format.
 		return 2
 	}
 	verb := args[0]
+	switch verb {
+	case "linkd":
+		return runLinkd(args[1:], stderr)
+	case "link":
+		return runLabLink(args[1:], stderr, usage)
+	}
 	flags := flag.NewFlagSet("lab "+verb, flag.ContinueOnError)
 	flags.SetOutput(stderr)
 	flags.Usage = usage
@@ -103,6 +111,6 @@ topology format.
 		lab.WriteStatus(stdout, st, daemons)
 		return 0
 	}
-	fmt.Fprintf(stderr, "amptcp lab: unknown command %q (up, down, status)\n", verb)
+	fmt.Fprintf(stderr, "amptcp lab: unknown command %q (up, down, status, link)\n", verb)
 	return 2
 }
