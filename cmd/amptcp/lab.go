@@ -39,6 +39,8 @@ topology format; link takes an emulated link down or up or changes it.
 	}
 	verb := args[0]
 	switch verb {
+	case "report":
+		return runLabReport(args[1:], stdout, stderr)
 	case "linkd":
 		return runLinkd(args[1:], stderr)
 	case "link":

@@ -1,0 +1,288 @@
+package report
+
+import (
+	"fmt"
+	"math"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+)
+
+// Plot is one plot written as a PNG file.
+type Plot struct {
+	// File is the file's name in the report's directory.
+	File  string `json:"file"`
+	Title string `json:"title"`
+}
+
+// plotWidth and plotHeight are the size of every plot.
+const (
+	plotWidth  = 7 * vg.Inch
+	plotHeight = 4 * vg.Inch
+)
+
+// WritePlots draws the plots of an experiment into dir as PNG files and
+// returns them in the order the report shows them: the throughput of
+// each subflow over time, with the timeline's events as vertical lines,
+// for the first successful run of each variant; for each transfer size
+// the CDF of completion times per variant; for each metric the medians
+// per variant as bars with their confidence intervals as whiskers; and
+// each run's goodput against its subflows' RTT spread.
+func WritePlots(dir string, res *Results, s *Summary) ([]Plot, error) {
+	var plots []Plot
+	save := func(p *plot.Plot, file string) error {
+		if err := p.Save(plotWidth, plotHeight, filepath.Join(dir, file)); err != nil {
+			return fmt.Errorf("report: plot %s: %w", file, err)
+		}
+		plots = append(plots, Plot{File: file, Title: p.Title.Text})
+		return nil
+	}
+	for _, v := range s.Variants {
+		for _, run := range res.Runs {
+			if run.Variant.Name() != v.Name || run.Error != "" {
+				continue
+			}
+			p, ok, err := throughputPlot(run, res)
+			if err != nil {
+				return plots, err
+			}
+			if ok {
+				if err := save(p, "throughput-"+fileName(run.ID)+".png"); err != nil {
+					return plots, err
+				}
+				break
+			}
+		}
+	}
+	for _, m := range s.Metrics {
+		if !strings.HasPrefix(m.Name, "completion") {
+			continue
+		}
+		p, err := cdfPlot(m)
+		if err != nil {
+			return plots, err
+		}
+		if err := save(p, "cdf-"+fileName(m.Name)+".png"); err != nil {
+			return plots, err
+		}
+	}
+	for _, m := range s.Metrics {
+		p, err := barPlot(m)
+		if err != nil {
+			return plots, err
+		}
+		if err := save(p, "bars-"+fileName(m.Name)+".png"); err != nil {
+			return plots, err
+		}
+	}
+	p, ok, err := rttSpreadPlot(res, s)
+	if err != nil {
+		return plots, err
+	}
+	if ok {
+		if err := save(p, "goodput-vs-rtt-spread.png"); err != nil {
+			return plots, err
+		}
+	}
+	return plots, nil
+}
+
+// throughputPlot draws a run's subflows' throughput over time; ok is
+// false when the run has no subflow samples.
+func throughputPlot(run *Run, res *Results) (*plot.Plot, bool, error) {
+	series := subflows(res.Records[run.ID])
+	origin := run.Origin()
+	if origin.IsZero() {
+		for _, s := range series {
+			if t := s.Samples[0].Time; origin.IsZero() || t.Before(origin) {
+				origin = t
+			}
+		}
+	}
+	p := plot.New()
+	p.Title.Text = fmt.Sprintf("Throughput per subflow, run %s (%s)", run.ID, run.Variant.Name())
+	p.X.Label.Text = "time since the run's start (s)"
+	p.Y.Label.Text = "Mbit/s acknowledged"
+	p.Legend.Top = true
+	top, drawn := 0.0, 0
+	for _, s := range series {
+		xs, ys := s.throughput(origin)
+		if len(xs) == 0 {
+			continue
+		}
+		pts := make(plotter.XYs, len(xs))
+		for i := range xs {
+			pts[i] = plotter.XY{X: xs[i], Y: ys[i] / 1e6}
+			top = max(top, ys[i]/1e6)
+		}
+		l, err := plotter.NewLine(pts)
+		if err != nil {
+			return nil, false, fmt.Errorf("report: throughput of %s: %w", s.Key.Flow, err)
+		}
+		l.Color = plotutil.Color(drawn)
+		label := fmt.Sprintf("%s sf%d", s.Key.Flow, s.Key.Subflow)
+		if s.Local != "" {
+			label += " " + s.Local + "→" + s.Remote
+		}
+		p.Add(l)
+		p.Legend.Add(label, l)
+		drawn++
+	}
+	if drawn == 0 {
+		return nil, false, nil
+	}
+	for i, e := range run.Events {
+		at, label := e.At.Seconds(), e.Label()
+		switch {
+		case !e.Applied.IsZero():
+			at = e.Applied.Sub(origin).Seconds()
+		case e.Error != "":
+			label += " (not applied)"
+		}
+		l, err := plotter.NewLine(plotter.XYs{{X: at, Y: 0}, {X: at, Y: top * 1.05}})
+		if err != nil {
+			return nil, false, fmt.Errorf("report: event %s: %w", e.Label(), err)
+		}
+		l.Dashes = plotutil.Dashes(1 + i%3)
+		l.Width = vg.Points(1.5)
+		p.Add(l)
+		p.Legend.Add(fmt.Sprintf("%s at %.3gs", label, at), l)
+	}
+	p.X.Min, p.Y.Min = 0, 0
+	return p, true, nil
+}
+
+// cdfPlot draws the empirical CDF of a metric's samples per variant.
+func cdfPlot(m MetricSummary) (*plot.Plot, error) {
+	p := plot.New()
+	p.Title.Text = "CDF of " + m.Name
+	p.X.Label.Text = m.Name + " (" + m.Unit + ")"
+	p.Y.Label.Text = "fraction of flows"
+	p.Legend.Top = true
+	p.Legend.Left = false
+	p.Y.Min, p.Y.Max = 0, 1
+	for i, r := range m.Rows {
+		if len(r.samples) == 0 {
+			continue
+		}
+		xs := slices.Sorted(slices.Values(r.samples))
+		pts := plotter.XYs{{X: xs[0], Y: 0}}
+		for k, x := range xs {
+			// A step: up at each sample.
+			pts = append(pts, plotter.XY{X: x, Y: float64(k) / float64(len(xs))}, plotter.XY{X: x, Y: float64(k+1) / float64(len(xs))})
+		}
+		l, err := plotter.NewLine(pts)
+		if err != nil {
+			return nil, fmt.Errorf("report: CDF of %s, %s: %w", m.Name, r.Variant, err)
+		}
+		l.Color = plotutil.Color(i)
+		l.Dashes = plotutil.Dashes(i)
+		p.Add(l)
+		p.Legend.Add(r.Variant, l)
+	}
+	return p, nil
+}
+
+// medianCI is the bars' data: medians, with their confidence intervals as
+// errors (zero where there is none).
+type medianCI struct {
+	plotter.XYs
+	plotter.YErrors
+}
+
+// barPlot draws a metric's median per variant with its confidence
+// interval.
+func barPlot(m MetricSummary) (*plot.Plot, error) {
+	p := plot.New()
+	p.Title.Text = m.Name + ": median and 95% CI per variant"
+	p.Y.Label.Text = m.Name + " (" + m.Unit + ")"
+	vals := make(plotter.Values, len(m.Rows))
+	data := medianCI{XYs: make(plotter.XYs, len(m.Rows)), YErrors: make(plotter.YErrors, len(m.Rows))}
+	names := make([]string, len(m.Rows))
+	for i, r := range m.Rows {
+		names[i] = r.Variant
+		vals[i] = r.Median
+		data.XYs[i] = plotter.XY{X: float64(i), Y: r.Median}
+		if r.CILow != nil {
+			data.YErrors[i].Low, data.YErrors[i].High = r.Median-*r.CILow, *r.CIHigh-r.Median
+		}
+	}
+	bars, err := plotter.NewBarChart(vals, vg.Points(min(60, 360/float64(max(1, len(vals))))))
+	if err != nil {
+		return nil, fmt.Errorf("report: bars of %s: %w", m.Name, err)
+	}
+	bars.Color = plotutil.Color(0)
+	whiskers, err := plotter.NewYErrorBars(data)
+	if err != nil {
+		return nil, fmt.Errorf("report: whiskers of %s: %w", m.Name, err)
+	}
+	whiskers.Width = vg.Points(1.5)
+	p.Add(bars, whiskers)
+	p.NominalX(names...)
+	p.Y.Min = 0
+	return p, nil
+}
+
+// rttSpreadPlot draws each successful run's stream goodput against the
+// spread of its subflows' RTTs, a scatter per variant; ok is false when
+// no run has both.
+func rttSpreadPlot(res *Results, s *Summary) (*plot.Plot, bool, error) {
+	p := plot.New()
+	p.Title.Text = "Goodput against differential RTT, per run"
+	p.X.Label.Text = "largest minus smallest subflow median RTT (ms)"
+	p.Y.Label.Text = "run's stream goodput (Mbit/s)"
+	p.Legend.Top = true
+	drawn := false
+	for i, v := range s.Variants {
+		var pts plotter.XYs
+		for _, run := range res.Runs {
+			if run.Variant.Name() != v.Name || run.Error != "" {
+				continue
+			}
+			recs := res.Records[run.ID]
+			spread, ok := rttSpread(subflows(recs))
+			g := runGoodput(flowOutcomes(recs))
+			if !ok || g == 0 || math.IsInf(g, 0) {
+				continue
+			}
+			pts = append(pts, plotter.XY{X: float64(spread) / 1e6, Y: g / 1e6})
+		}
+		if len(pts) == 0 {
+			continue
+		}
+		sc, err := plotter.NewScatter(pts)
+		if err != nil {
+			return nil, false, fmt.Errorf("report: goodput against RTT spread of %s: %w", v.Name, err)
+		}
+		sc.Color = plotutil.Color(i)
+		sc.Shape = plotutil.Shape(i)
+		sc.Radius = vg.Points(4)
+		p.Add(sc)
+		p.Legend.Add(v.Name, sc)
+		drawn = true
+	}
+	p.X.Min, p.Y.Min = 0, 0
+	return p, drawn, nil
+}
+
+// fileName makes a name usable as a file name: lowercase letters, digits,
+// dots and dashes.
+func fileName(s string) string {
+	var b strings.Builder
+	dash := false
+	for _, r := range strings.ToLower(s) {
+		ok := r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '.'
+		if ok {
+			b.WriteRune(r)
+		} else if !dash {
+			b.WriteByte('-')
+		}
+		dash = !ok
+	}
+	return strings.Trim(b.String(), "-")
+}
