@@ -23,6 +23,7 @@ func runLab(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, `usage: amptcp lab up [-dir DIR] [-bin DIR] FILE
        amptcp lab down [-dir DIR] NAME|FILE
        amptcp lab status [-dir DIR] [-json] NAME
+       amptcp lab run [-o DIR] [-dir DIR] [-bin DIR] SCENARIO
        amptcp lab link [-dir DIR] NAME LINK down|up|set [-direction a-to-b|b-to-a]
                        [-rate R] [-delay D] [-loss P] [-queue Q]
 
@@ -41,6 +42,8 @@ topology format; link takes an emulated link down or up or changes it.
 	switch verb {
 	case "report":
 		return runLabReport(args[1:], stdout, stderr)
+	case "run":
+		return runLabRun(args[1:], stderr)
 	case "linkd":
 		return runLinkd(args[1:], stderr)
 	case "link":

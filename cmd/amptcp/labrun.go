@@ -1,0 +1,69 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/amptcp/amptcp/lab"
+	"github.com/amptcp/amptcp/lab/scenario"
+)
+
+// runLabRun is `amptcp lab run [-o DIR] [-dir DIR] [-bin DIR] SCENARIO`;
+// the flags may also follow the scenario. Exit status: 0 every run
+// good, 1 a run failed or the scenario is invalid, 2 bad arguments, 130
+// interrupted.
+func runLabRun(args []string, stderr io.Writer) int {
+	flags := flag.NewFlagSet("lab run", flag.ContinueOnError)
+	flags.SetOutput(stderr)
+	var opts lab.RunOptions
+	flags.StringVar(&opts.Lab.Dir, "dir", lab.DefaultDir, "the directory of the labs' state, configurations and logs")
+	flags.StringVar(&opts.Lab.Bin, "bin", "", "the directory of lispd and amptcp (default: next to this program, else PATH)")
+	flags.StringVar(&opts.Out, "o", "", "the results directory (default: results/<scenario>-<time>)")
+	var files []string
+	for rest := args; ; rest = flags.Args()[1:] {
+		if err := flags.Parse(rest); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return 0
+			}
+			return 2
+		}
+		if flags.NArg() == 0 {
+			break
+		}
+		files = append(files, flags.Arg(0))
+	}
+	if len(files) != 1 {
+		fmt.Fprintln(stderr, "usage: amptcp lab run [-o DIR] [-dir DIR] [-bin DIR] SCENARIO (docs/lab.md)")
+		return 2
+	}
+	s, err := scenario.Load(files[0])
+	if err != nil {
+		fmt.Fprintf(stderr, "amptcp lab run: %v\n", err)
+		return 1
+	}
+	if opts.Out == "" {
+		opts.Out = filepath.Join("results", s.Name+"-"+time.Now().Format("20060102-150405"))
+	}
+	opts.ScenarioFile, opts.Progress = files[0], stderr
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	fmt.Fprintf(stderr, "%s: %d runs, results in %s\n", s.Name, len(s.Runs()), opts.Out)
+	err = lab.RunScenario(ctx, s, opts)
+	switch {
+	case ctx.Err() != nil:
+		fmt.Fprintf(stderr, "amptcp lab run: interrupted; the lab is down, the runs so far are in %s\n", opts.Out)
+		return 130
+	case err != nil:
+		fmt.Fprintf(stderr, "amptcp lab run: %v\n", err)
+		return 1
+	}
+	return 0
+}

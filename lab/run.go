@@ -1,0 +1,166 @@
+package lab
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/amptcp/amptcp/internal/buildinfo"
+	"github.com/amptcp/amptcp/lab/scenario"
+	"github.com/amptcp/amptcp/lab/topo"
+)
+
+// EventApplier applies timeline events to a running lab's links (a
+// LinkControl does).
+type EventApplier interface {
+	Apply(ev topo.Event) error
+}
+
+// RunOptions say where a scenario's lab lives and where its results go.
+type RunOptions struct {
+	// Lab are the options of the lab's up and down; their Progress gets
+	// the lab's steps (nil: quiet).
+	Lab Options
+	// Out is the results directory, created if needed.
+	Out string
+	// Progress gets a line per run with the time left (nil: none).
+	Progress io.Writer
+	// ScenarioFile is the scenario's path, for meta.json.
+	ScenarioFile string
+	// Links opens the link control of a lab that is up, to apply the
+	// timeline's events; nil means OpenLinks.
+	Links func(name string, opts Options) (EventApplier, error)
+}
+
+// RunScenario runs every run of a scenario, in order, each in a lab of
+// its own that it brings up and takes down, and writes the results to
+// opts.Out (docs/lab.md, "Results"). Cancelling ctx ends the run under
+// way, takes its lab down and skips the others; the run is recorded
+// with the error, and ctx's error returned. A failed run does not stop
+// the others: the error then says how many failed.
+func RunScenario(ctx context.Context, s *scenario.Scenario, opts RunOptions) error {
+	if err := os.MkdirAll(opts.Out, 0o755); err != nil {
+		return err
+	}
+	runs := s.Runs()
+	start := time.Now()
+	if err := writeMeta(s, opts, len(runs), start); err != nil {
+		return err
+	}
+	runsFile, err := os.Create(filepath.Join(opts.Out, RunsFile))
+	if err != nil {
+		return err
+	}
+	defer runsFile.Close()
+	recFile, err := os.Create(filepath.Join(opts.Out, RecordsFile))
+	if err != nil {
+		return err
+	}
+	defer recFile.Close()
+	recs := &recordWriter{w: bufio.NewWriter(recFile)}
+	enc := json.NewEncoder(runsFile)
+	failed := 0
+	for i, run := range runs {
+		if ctx.Err() != nil {
+			break
+		}
+		recs.startRun(run.ID)
+		e := runOne(ctx, s, run, opts, recs)
+		if err := errors.Join(recs.flush(), enc.Encode(e)); err != nil {
+			return fmt.Errorf("write results: %w", err)
+		}
+		if e.Error != "" {
+			failed++
+		}
+		progressLine(opts.Progress, i, len(runs), run, e, start, failed)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d of %d runs failed (see %s)", failed, len(runs), filepath.Join(opts.Out, RunsFile))
+	}
+	return nil
+}
+
+// progressLine prints "[3/12] pm=amptcp cc=cubic rep 1: 4.2 s, ETA 38 s":
+// the time left is the mean run's time so far times the runs left.
+func progressLine(w io.Writer, i, n int, run scenario.Run, e RunEntry, start time.Time, failed int) {
+	if w == nil {
+		return
+	}
+	took := e.Ended.Sub(e.Started)
+	eta := time.Duration(float64(time.Since(start)) / float64(i+1) * float64(n-i-1))
+	line := fmt.Sprintf("[%d/%d] %s rep %d: %.1f s, ETA %s", i+1, n, run.Variant, run.Repetition, took.Seconds(), eta.Round(time.Second))
+	if e.Error != "" {
+		line += fmt.Sprintf(" (failed: %s; %d failed so far)", e.Error, failed)
+	}
+	fmt.Fprintln(w, line)
+}
+
+func writeMeta(s *scenario.Scenario, opts RunOptions, runs int, start time.Time) error {
+	m := Meta{
+		Scenario: s.Name, ScenarioFile: opts.ScenarioFile, ScenarioSource: string(s.Source),
+		TopologyFile: s.TopologyPath, TopologySource: string(s.TopologySource),
+		Kernel: uname(), CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), Version: buildinfo.Version,
+		Started: start,
+		Settings: MetaSettings{Repetitions: s.Repetitions, Runs: runs, Timeout: s.Timeout.Duration,
+			Dimensions: []MetaDimension{}, Events: "applied through the lab's link control"},
+	}
+	for _, d := range s.Variants {
+		m.Settings.Dimensions = append(m.Settings.Dimensions, MetaDimension{Name: d.Name, Values: d.Values})
+	}
+	b, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(opts.Out, MetaFile), append(b, '\n'), 0o644)
+}
+
+// uname is "Linux 6.18.0 #1 SMP ... x86_64".
+func uname() string {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		return "unknown: " + err.Error()
+	}
+	return strings.Join([]string{unix.ByteSliceToString(u.Sysname[:]), unix.ByteSliceToString(u.Release[:]),
+		unix.ByteSliceToString(u.Version[:]), unix.ByteSliceToString(u.Machine[:])}, " ")
+}
+
+// runOne brings the variant's lab up, runs the flows and the events, and
+// takes the lab down, whatever happened.
+func runOne(ctx context.Context, s *scenario.Scenario, run scenario.Run, opts RunOptions, rec *recordWriter) RunEntry {
+	e := RunEntry{Run: run.ID, Index: run.Index, Repetition: run.Repetition, Variant: run.Variant.Map(),
+		Started: time.Now(), Events: []AppliedEvent{}}
+	t := s.TopologyFor(run.Variant)
+	err := func() (err error) {
+		if _, err := Up(ctx, t, s.TopologyPath, opts.Lab); err != nil {
+			return fmt.Errorf("up: %w", err)
+		}
+		defer func() {
+			if derr := Down(t.Name, opts.Lab); derr != nil {
+				err = errors.Join(err, fmt.Errorf("down: %w", derr))
+			}
+		}()
+		plan, err := topo.Compile(t, opts.Lab.dir(t.Name))
+		if err != nil {
+			return err
+		}
+		return runFlows(ctx, s, run, plan, opts, rec, &e)
+	}()
+	if err != nil {
+		e.Error = err.Error()
+	}
+	e.Ended = time.Now()
+	return e
+}

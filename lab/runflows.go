@@ -1,0 +1,274 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/amptcp/amptcp/internal/netns"
+	"github.com/amptcp/amptcp/lab/scenario"
+	"github.com/amptcp/amptcp/lab/topo"
+	"github.com/amptcp/amptcp/lab/traffic"
+)
+
+// warmTimeout bounds the warm-up exchange of a pair of hosts: the first
+// SYN and SYN-ACK are lost to map-cache misses, each costing a
+// retransmission timeout (1 s, then 2 s).
+const warmTimeout = 20 * time.Second
+
+// sinkLinger is how long a background flow's sink waits for its last
+// datagram after the sender is done.
+const sinkLinger = 2 * time.Second
+
+// runFlows runs a run's flows in a lab that is up, with the variant's
+// events at their times, and notes the events in e.
+func runFlows(ctx context.Context, s *scenario.Scenario, run scenario.Run, plan *topo.Plan, opts RunOptions, rec traffic.Recorder, e *RunEntry) error {
+	flows := s.Plan(run.Variant)
+	events := s.Events(run.Variant)
+	for _, ev := range events {
+		e.Events = append(e.Events, AppliedEvent{At: ev.At.Duration, Link: ev.Link, Action: string(ev.Action)})
+	}
+	var links EventApplier
+	if len(events) > 0 {
+		open := opts.Links
+		if open == nil {
+			open = func(name string, o Options) (EventApplier, error) { return OpenLinks(name, o) }
+		}
+		var err error
+		if links, err = open(plan.Name, opts.Lab); err != nil {
+			links, e.EventsNote = nil, "not applied: "+err.Error()
+		}
+	}
+	if err := warm(ctx, plan, flows); err != nil {
+		return fmt.Errorf("warm up: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.Timeout.Duration)
+	defer cancel()
+	servers, err := startServers(ctx, plan, flows, rec)
+	if err != nil {
+		return err
+	}
+	t0 := time.Now()
+	e.FlowsStart = t0
+	flowsDone := make(chan struct{})
+	eventsDone := make(chan struct{})
+	go func() {
+		defer close(eventsDone)
+		applyEvents(ctx, links, events, t0, flowsDone, e.Events)
+	}()
+	var wg sync.WaitGroup
+	errs := make([]error, len(flows))
+	for i, f := range flows {
+		wg.Go(func() { errs[i] = runFlow(ctx, plan, f, t0, rec) })
+	}
+	wg.Wait()
+	close(flowsDone)
+	<-eventsDone
+	servers.stop()
+	if ctx.Err() != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		errs = append(errs, fmt.Errorf("the flows took longer than the timeout, %v", s.Timeout.Duration))
+	}
+	return errors.Join(errs...)
+}
+
+// applyEvents applies each event at its time from t0 until the flows
+// are done, noting when it really was applied.
+func applyEvents(ctx context.Context, links EventApplier, events []topo.Event, t0 time.Time, flowsDone <-chan struct{}, out []AppliedEvent) {
+	if links == nil {
+		return
+	}
+	for i, ev := range events {
+		timer := time.NewTimer(time.Until(t0.Add(ev.At.Duration)))
+		select {
+		case <-timer.C:
+		case <-flowsDone:
+			timer.Stop()
+			return
+		case <-ctx.Done():
+			timer.Stop()
+			return
+		}
+		err := links.Apply(ev)
+		out[i].Applied = time.Now()
+		out[i].AppliedAfter = max(out[i].Applied.Sub(t0), 1)
+		if err != nil {
+			out[i].Error = err.Error()
+		}
+	}
+}
+
+// serverAddr is the address of a flow's server: its host's first
+// address (its EID) and the flow's port.
+func serverAddr(plan *topo.Plan, node string, port int) string {
+	return netip.AddrPortFrom(plan.Node(node).Interfaces[0].Address.Addr(), uint16(port)).String()
+}
+
+// runFlow runs one planned flow from its client: at its time, each of
+// its traffic flows one after the other; the first failure ends it.
+func runFlow(ctx context.Context, plan *topo.Plan, p scenario.Planned, t0 time.Time, rec traffic.Recorder) error {
+	select {
+	case <-time.After(time.Until(t0.Add(p.At.Duration))):
+	case <-ctx.Done():
+		return fmt.Errorf("flow %s: %w", p.Name, ctx.Err())
+	}
+	ns := &netns.NS{Name: plan.Node(p.From).Namespace}
+	addr := serverAddr(plan, p.To, p.Port)
+	for _, f := range p.Traffic {
+		var run func(context.Context, traffic.Recorder) (traffic.Result, error)
+		err := ns.Do(func() error {
+			if f.Kind == traffic.Background {
+				snd, err := traffic.DialUDP(f, addr)
+				if err == nil {
+					run = snd.Run
+				}
+				return err
+			}
+			st, err := traffic.Dial(ctx, f, addr)
+			if err == nil {
+				run = st.Run
+			}
+			return err
+		})
+		if err == nil {
+			_, err = run(ctx, rec)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// servers are the servers of a run's flows.
+type servers struct {
+	stream []*traffic.Server
+	sinks  []*traffic.UDPSink
+	wg     sync.WaitGroup
+}
+
+// startServers starts each flow's server in its host, on the wildcard
+// address (an MPTCP join may come to any of the host's addresses).
+func startServers(ctx context.Context, plan *topo.Plan, flows []scenario.Planned, rec traffic.Recorder) (*servers, error) {
+	sv := &servers{}
+	for _, p := range flows {
+		addr := "0.0.0.0:" + strconv.Itoa(p.Port)
+		ns := &netns.NS{Name: plan.Node(p.To).Namespace}
+		err := ns.Do(func() error {
+			if p.Kind == scenario.KindBackground {
+				sink, err := traffic.ListenUDP(addr, 0)
+				if err == nil {
+					sv.sinks = append(sv.sinks, sink)
+					sv.wg.Go(func() { sink.Serve(ctx, rec) })
+				}
+				return err
+			}
+			srv, err := traffic.Listen(addr, traffic.ListenOptions{Protocol: p.Traffic[0].Protocol})
+			if err == nil {
+				sv.stream = append(sv.stream, srv)
+				sv.wg.Go(func() { srv.Serve(ctx, rec) })
+			}
+			return err
+		})
+		if err != nil {
+			sv.stop()
+			return nil, fmt.Errorf("flow %s: server in %s: %w", p.Name, p.To, err)
+		}
+	}
+	return sv, nil
+}
+
+// stop closes the servers once their flows have ended, giving each sink
+// a moment for its last datagram.
+func (sv *servers) stop() {
+	for _, s := range sv.stream {
+		s.Close()
+	}
+	for deadline := time.Now().Add(sinkLinger); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		done := true
+		for _, s := range sv.sinks {
+			done = done && len(s.Results()) > 0
+		}
+		if done {
+			break
+		}
+	}
+	for _, s := range sv.sinks {
+		s.Close()
+	}
+	sv.wg.Wait()
+}
+
+// warm opens a plain TCP connection between the two hosts of each flow
+// and exchanges a byte: its SYN and SYN-ACK, lost to the xTRs' map-cache
+// misses, are retransmitted until the caches hold both sites; an MPTCP
+// connection whose SYN is lost twice would fall back to TCP.
+func warm(ctx context.Context, plan *topo.Plan, flows []scenario.Planned) error {
+	done := map[[2]string]bool{}
+	for _, f := range flows {
+		pair := [2]string{f.From, f.To}
+		if done[pair] {
+			continue
+		}
+		done[pair] = true
+		addr := serverAddr(plan, f.To, scenario.WarmupPort)
+		if err := exchange(ctx, plan.Node(f.From).Namespace, plan.Node(f.To).Namespace, addr); err != nil {
+			return fmt.Errorf("%s to %s: %w", f.From, f.To, err)
+		}
+	}
+	return nil
+}
+
+// exchange sends a byte from a client in one namespace to a server in
+// another, which sends it back.
+func exchange(ctx context.Context, clientNS, serverNS, addr string) error {
+	var ln net.Listener
+	err := (&netns.NS{Name: serverNS}).Do(func() (err error) {
+		ln, err = (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	served := make(chan error, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			served <- err
+			return
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(warmTimeout))
+		var b [1]byte
+		if _, err = io.ReadFull(c, b[:]); err == nil {
+			_, err = c.Write(b[:])
+		}
+		served <- err
+	}()
+	ctx, cancel := context.WithTimeout(ctx, warmTimeout)
+	defer cancel()
+	var c net.Conn
+	err = (&netns.NS{Name: clientNS}).Do(func() (err error) {
+		c, err = (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(warmTimeout))
+	var b [1]byte
+	if _, err := c.Write([]byte{'w'}); err != nil {
+		return err
+	}
+	if _, err := io.ReadFull(c, b[:]); err != nil {
+		return err
+	}
+	return <-served
+}

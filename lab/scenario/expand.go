@@ -1,0 +1,155 @@
+package scenario
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/amptcp/amptcp/lab/topo"
+	"github.com/amptcp/amptcp/lab/traffic"
+	"github.com/amptcp/amptcp/pm"
+)
+
+// PMSetting is a value of the pm dimension.
+type PMSetting struct {
+	Policy pm.Policy
+	// Subflows of the subflows and ndiffports policies.
+	Subflows int
+	// TCP: the flows are plain TCP; the hosts' policy is default.
+	TCP bool
+}
+
+// maxSubflows is the kernel's limit of subflows per connection (the
+// lab's hosts have it as `ip mptcp limits`), plus the first.
+const maxSubflows = 9
+
+// ParsePM reads a pm value: amptcp, fullmesh, default, tcp, "subflows N"
+// or "ndiffports N".
+func ParsePM(s string) (PMSetting, error) {
+	f := strings.Fields(s)
+	switch {
+	case len(f) == 1 && f[0] == "tcp":
+		return PMSetting{Policy: pm.PolicyDefault, TCP: true}, nil
+	case len(f) == 1 && slices.Contains([]pm.Policy{pm.PolicyAMPTCP, pm.PolicyFullmesh, pm.PolicyDefault}, pm.Policy(f[0])):
+		return PMSetting{Policy: pm.Policy(f[0])}, nil
+	case len(f) == 2 && (f[0] == string(pm.PolicySubflows) || f[0] == string(pm.PolicyNdiffports)):
+		n, err := strconv.Atoi(f[1])
+		if err != nil || n < 1 || n > maxSubflows {
+			return PMSetting{}, fmt.Errorf("%q: the number of subflows is 1 to %d", s, maxSubflows)
+		}
+		return PMSetting{Policy: pm.Policy(f[0]), Subflows: n}, nil
+	}
+	return PMSetting{}, fmt.Errorf("%q is not one of amptcp, subflows N, fullmesh, ndiffports N, default, tcp", s)
+}
+
+// TopologyFor is the topology of a variant's runs: named after the
+// scenario, and with the variant's path manager on the hosts that open
+// stream flows (their other pm settings kept), and the variant's events as its
+// timeline. The scenario's topology is not changed.
+func (s *Scenario) TopologyFor(v Variant) *topo.Topology {
+	t := *s.Topo
+	t.Name = s.Name
+	t.Nodes = slices.Clone(s.Topo.Nodes)
+	t.Timeline = s.Events(v) // for the record: the runner applies them
+	val := v.Get(DimPM)
+	if val == "" {
+		return &t
+	}
+	setting, _ := ParsePM(val) // validated
+	clients := map[string]bool{}
+	for _, f := range s.Flows {
+		clients[f.From] = clients[f.From] || f.Kind != KindBackground
+	}
+	for i := range t.Nodes {
+		n := &t.Nodes[i]
+		if !clients[n.Name] {
+			continue
+		}
+		cfg := pm.Config{}
+		if n.PM != nil {
+			cfg = *n.PM
+		}
+		cfg.Policy, cfg.Subflows = setting.Policy, setting.Subflows
+		n.PM = &cfg
+	}
+	return &t
+}
+
+// Events are the timeline events of a variant's runs, in the order of
+// their times: the failure's, the topology's timeline when the matrix
+// has no failure dimension, none for "none".
+func (s *Scenario) Events(v Variant) []topo.Event {
+	var evs []topo.Event
+	switch name := v.Get(DimFailure); {
+	case s.Variants.Dimension(DimFailure) == nil, name == "timeline":
+		evs = slices.Clone(s.Topo.Timeline)
+	case name != "none":
+		evs = slices.Clone(s.Failures[name])
+	}
+	slices.SortStableFunc(evs, func(a, b topo.Event) int { return int(a.At.Duration - b.At.Duration) })
+	return evs
+}
+
+// Planned is a flow of a run, ready for lab/traffic: its ends and the
+// traffic flows it carries, one after the other (a transfer series has
+// one per size).
+type Planned struct {
+	Flow
+	// Port is the server's port: BasePort plus the flow's index.
+	Port    int
+	Traffic []traffic.Flow
+}
+
+// BasePort is the first flow's server port; WarmupPort serves the
+// exchange that warms the LISP map-caches before the flows.
+const (
+	BasePort   = 5001
+	WarmupPort = 5000
+)
+
+// Plan returns the flows of a variant's runs.
+func (s *Scenario) Plan(v Variant) []Planned {
+	pmv, _ := ParsePM(v.Get(DimPM))
+	cc := v.Get(DimCC)
+	var sizes []int64
+	if s.Sizes != nil {
+		sizes, _ = s.Sizes.Bytes()
+	}
+	out := make([]Planned, len(s.Flows))
+	for i, f := range s.Flows {
+		p := Planned{Flow: f, Port: BasePort + i}
+		base := traffic.Flow{ID: f.Name, Protocol: traffic.MPTCP, CongestionControl: f.CC}
+		if f.Protocol == "tcp" || pmv.TCP {
+			base.Protocol = traffic.TCP
+		}
+		if cc != "" {
+			base.CongestionControl = cc
+		}
+		if f.Direction == "download" {
+			base.Direction = traffic.Download
+		}
+		switch f.Kind {
+		case KindTransfer:
+			base.Kind = traffic.Transfer
+			if f.Size != "" {
+				base.Bytes, _ = ParseSize(f.Size)
+				p.Traffic = []traffic.Flow{base}
+				break
+			}
+			for _, n := range sizes {
+				t := base
+				t.ID, t.Bytes = f.Name+"/"+FormatSize(n), n
+				p.Traffic = append(p.Traffic, t)
+			}
+		case KindSaturated:
+			base.Kind, base.Duration = traffic.Saturate, f.Duration.Duration
+			p.Traffic = []traffic.Flow{base}
+		case KindBackground:
+			rate, _ := topo.ParseRate(f.Rate)
+			p.Traffic = []traffic.Flow{{ID: f.Name, Kind: traffic.Background, Rate: rate, Duration: f.Duration.Duration}}
+		}
+		out[i] = p
+	}
+	return out
+}

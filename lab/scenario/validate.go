@@ -1,0 +1,231 @@
+package scenario
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/amptcp/amptcp/config"
+	"github.com/amptcp/amptcp/lab/topo"
+)
+
+func fieldErr(path, format string, args ...any) config.FieldError {
+	return config.FieldError{Path: path, Msg: fmt.Sprintf(format, args...)}
+}
+
+// nameRE is what the scenario's name looks like: it goes into namespace
+// and directory names, as a topology's does.
+var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,31}$`)
+
+// Validate returns every problem of the scenario at once, as
+// config.Errors. The topology must be loaded (Parse does it).
+func (s *Scenario) Validate() error {
+	var errs config.Errors
+	add := func(path, format string, args ...any) { errs = append(errs, fieldErr(path, format, args...)) }
+	addAll := func(list []error) {
+		for _, e := range list {
+			var fe config.FieldError
+			if errors.As(e, &fe) {
+				errs = append(errs, fe)
+			}
+		}
+	}
+	if !nameRE.MatchString(s.Name) {
+		add("name", "%q is not a name of lowercase letters, digits and dashes, at most 32 long", s.Name)
+	}
+	if s.Repetitions < 1 {
+		add("repetitions", "need at least 1, have %d", s.Repetitions)
+	}
+	if s.Timeout != nil && s.Timeout.Duration <= 0 {
+		add("timeout", "need a positive duration")
+	}
+	if s.Sizes != nil {
+		_, problems := s.Sizes.Bytes()
+		addAll(problems)
+	}
+	if len(s.Flows) == 0 {
+		add("flows", "missing: a run needs at least one flow")
+	}
+	hasCC := s.Variants.Dimension(DimCC) != nil
+	names := map[string]bool{}
+	for i := range s.Flows {
+		addAll(s.validateFlow(fmt.Sprintf("flows[%d]", i), &s.Flows[i], hasCC, names))
+	}
+	addAll(s.validateFailures())
+	addAll(s.validateVariants())
+	if len(errs) > 0 {
+		return errs
+	}
+	return nil
+}
+
+func (s *Scenario) host(name string) bool {
+	for _, n := range s.Topo.Nodes {
+		if n.Name == name {
+			return n.Role == topo.RoleHost
+		}
+	}
+	return false
+}
+
+func (s *Scenario) validateFlow(path string, f *Flow, hasCC bool, names map[string]bool) []error {
+	var errs []error
+	add := func(field, format string, args ...any) {
+		errs = append(errs, fieldErr(path+"."+field, format, args...))
+	}
+	switch {
+	case f.Name == "":
+		add("name", "missing")
+	case strings.ContainsAny(f.Name, "/ ") || len(f.Name) > 64:
+		add("name", "%q: at most 64 bytes, no slash or space", f.Name)
+	case names[f.Name]:
+		add("name", "%q is the name of another flow", f.Name)
+	}
+	names[f.Name] = true
+	for _, end := range []struct{ field, node string }{{"from", f.From}, {"to", f.To}} {
+		if !s.host(end.node) {
+			add(end.field, "%q is not a host of the topology", end.node)
+		}
+	}
+	if f.From == f.To && f.From != "" {
+		add("to", "the flow's two ends are the same host")
+	}
+	if f.At.Duration < 0 {
+		add("at", "must not be negative")
+	}
+	stream := f.Kind == KindTransfer || f.Kind == KindSaturated
+	switch f.Kind {
+	case KindTransfer:
+		if f.Size != "" {
+			if _, err := ParseSize(f.Size); err != nil {
+				add("size", "%v", err)
+			}
+		} else if s.Sizes == nil {
+			add("size", "missing, and the scenario has no sizes")
+		}
+		if f.Duration != nil || f.Rate != "" {
+			add("kind", "a transfer has a size, not a duration or a rate")
+		}
+	case KindSaturated:
+		if f.Duration == nil || f.Duration.Duration <= 0 {
+			add("duration", "a saturated flow needs a positive duration")
+		}
+		if f.Size != "" || f.Rate != "" {
+			add("kind", "a saturated flow has a duration, not a size or a rate")
+		}
+	case KindBackground:
+		if f.Duration == nil || f.Duration.Duration <= 0 {
+			add("duration", "a background flow needs a positive duration")
+		}
+		if _, err := topo.ParseRate(f.Rate); err != nil {
+			add("rate", "%v", err)
+		}
+		if f.Size != "" || f.CC != "" || f.Protocol != "" || f.Direction != "" {
+			add("kind", "a background flow (UDP) has a rate and a duration, not a size, cc, protocol or direction")
+		}
+	default:
+		add("kind", "%q is not one of transfer, saturated, background", f.Kind)
+	}
+	if !stream {
+		return errs
+	}
+	if !slices.Contains([]string{"upload", "download"}, f.Direction) {
+		add("direction", "%q is not one of upload, download", f.Direction)
+	}
+	if !slices.Contains([]string{"mptcp", "tcp"}, f.Protocol) {
+		add("protocol", "%q is not one of mptcp, tcp", f.Protocol)
+	}
+	if f.CC == "" && !hasCC {
+		add("cc", "missing, and the variants have no cc dimension (the kernel's default is bbr: set it explicitly)")
+	} else if f.CC != "" && !ccRE.MatchString(f.CC) {
+		add("cc", "%q is not a congestion control name", f.CC)
+	}
+	return errs
+}
+
+// ccRE is what a congestion control's name looks like (TCP_CA_NAME_MAX
+// is 16 with its NUL).
+var ccRE = regexp.MustCompile(`^[a-z0-9_]{1,15}$`)
+
+// validateFailures checks each failure's events as the topology checks
+// its timeline, and names them by their path in the scenario.
+func (s *Scenario) validateFailures() []error {
+	var errs []error
+	for _, name := range sortedKeys(s.Failures) {
+		if name == "none" || name == "timeline" || !nameRE.MatchString(name) {
+			errs = append(errs, fieldErr("failures."+name, "not a failure's name (none and timeline are taken)"))
+			continue
+		}
+		if len(s.Failures[name]) == 0 {
+			errs = append(errs, fieldErr("failures."+name, "no events"))
+			continue
+		}
+		t := *s.Topo
+		t.Timeline = s.Failures[name]
+		err := t.Validate()
+		var list config.Errors
+		if errors.As(err, &list) {
+			for _, fe := range list {
+				if rest, ok := strings.CutPrefix(fe.Path, "timeline"); ok {
+					errs = append(errs, fieldErr("failures."+name+rest, "%s", fe.Msg))
+				}
+			}
+		}
+	}
+	return errs
+}
+
+func (s *Scenario) validateVariants() []error {
+	var errs []error
+	seen := map[string]bool{}
+	for _, d := range s.Variants {
+		path := "variants." + d.Name
+		if seen[d.Name] {
+			errs = append(errs, fieldErr(path, "a second %s dimension", d.Name))
+		}
+		seen[d.Name] = true
+		if d.Name != DimPM && d.Name != DimCC && d.Name != DimFailure {
+			errs = append(errs, fieldErr(path, "unknown dimension (pm, cc, failure)"))
+			continue
+		}
+		if len(d.Values) == 0 {
+			errs = append(errs, fieldErr(path, "no values"))
+		}
+		values := map[string]bool{}
+		for i, v := range d.Values {
+			vpath := fmt.Sprintf("%s[%d]", path, i)
+			if values[v] {
+				errs = append(errs, fieldErr(vpath, "%q twice", v))
+			}
+			values[v] = true
+			var err error
+			switch d.Name {
+			case DimPM:
+				_, err = ParsePM(v)
+			case DimCC:
+				if !ccRE.MatchString(v) {
+					err = fmt.Errorf("%q is not a congestion control name", v)
+				}
+			case DimFailure:
+				if _, ok := s.Failures[v]; !ok && v != "none" && v != "timeline" {
+					err = fmt.Errorf("%q is none, timeline or a name of failures (%s)", v, strings.Join(sortedKeys(s.Failures), ", "))
+				}
+			}
+			if err != nil {
+				errs = append(errs, fieldErr(vpath, "%v", err))
+			}
+		}
+	}
+	return errs
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
