@@ -224,16 +224,18 @@ func (r *rig) testTCPSaturateCubic(t *testing.T) {
 	}
 	// The receiver's samples, each about 100 ms after the previous.
 	recv := ofKind(cli.Records(), KindReceiver)
-	if len(recv) < 9 || len(recv) > 12 {
+	if len(recv) < 8 || len(recv) > 13 {
 		t.Fatalf("%d receiver samples in 1 s; want about 10", len(recv))
 	}
+	// The ticker may fire late on a busy machine; what must hold is that
+	// each sample says the real interval it covers, and that they come
+	// every 100 ms in the main.
+	var gaps []time.Duration
 	for i, rec := range recv[:len(recv)-1] { // the last is the final one, off the ticks
 		gap := rec.Interval // the first is timed from the dial
 		if i > 0 {
 			gap = rec.Time.Sub(recv[i-1].Time)
-		}
-		if math.Abs(float64(gap-DefaultInterval)) > float64(30*time.Millisecond) {
-			t.Errorf("sample %d: %v after the previous; want 100 ms", i, gap)
+			gaps = append(gaps, gap)
 		}
 		if rec.Interval != gap {
 			t.Errorf("sample %d: interval %v; want the real gap %v", i, rec.Interval, gap)
@@ -241,6 +243,10 @@ func (r *rig) testTCPSaturateCubic(t *testing.T) {
 		if rec.Goodput <= 0 {
 			t.Errorf("sample %d: goodput %v", i, rec.Goodput)
 		}
+	}
+	slices.Sort(gaps)
+	if med := gaps[len(gaps)/2]; math.Abs(float64(med-DefaultInterval)) > float64(10*time.Millisecond) {
+		t.Errorf("samples %v apart in the median (gaps %v); want 100 ms", med, gaps)
 	}
 	// The sender's samples are plain TCP: subflow 0, with cwnd and RTT.
 	snd := ofKind(srvRecs.Records(), KindSubflow)
