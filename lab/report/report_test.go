@@ -69,7 +69,7 @@ func runRecords(start time.Time, completion time.Duration, goodputMbps float64, 
 func writeDir(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	meta := Meta{Scenario: "demo", ScenarioSource: "name: demo\nrepetitions: 2\n", Kernel: "6.18.0", CPUs: 2, Version: "v0.1-test", Started: t0,
+	meta := Meta{Scenario: "demo", ScenarioSource: "name: demo\nrepetitions: 2\n", Kernel: "Linux 6.18.0", CPUs: 2, Version: "v0.1-test", Started: t0,
 		Settings: map[string]any{"repetitions": 2, "interval": "100ms"}}
 	b, err := json.Marshal(meta)
 	if err != nil {
@@ -133,7 +133,7 @@ func TestLoad(t *testing.T) {
 		t.Fatalf("the synthetic r0002 should have no fidelity key: %s", line)
 	}
 	res := load(t, dir)
-	if len(res.Runs) != 4 || res.Meta.Kernel != "6.18.0" || res.Meta.CPUs != 2 {
+	if len(res.Runs) != 4 || res.Meta.Kernel != "Linux 6.18.0" || res.Meta.CPUs != 2 {
 		t.Fatalf("loaded %d runs, meta %+v", len(res.Runs), res.Meta)
 	}
 	if r := res.Run("r0002"); r.Fidelity != nil || r.Events != nil || r.Flagged() {
@@ -266,7 +266,7 @@ func TestWriteText(t *testing.T) {
 		"  kernel/cubic/l2-down  1    2.00  n<6               2.00     2  1       0\n",
 		"  r0004 (kernel/cubic/l2-down): failed: lab up: lispd did not answer\n",
 		"  r0003 (amptcp/cubic/l2-down): missed fidelity: l2 rtt 25ms of 20ms, rate 3.50 of 4.00 Mbit/s; p99 lateness 2ms\n",
-		"Linux 6.18.0, 2 CPUs, amptcp v0.1-test\n",
+		"kernel Linux 6.18.0, 2 CPUs, amptcp v0.1-test\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("text lacks %q:\n%s", want, out)
@@ -300,7 +300,7 @@ func TestWrite(t *testing.T) {
 		"<tr class=\"flagged\"><td>r0003</td>",
 		"MISSED: l2 rtt 25ms of 20ms",
 		"<tr class=\"failed\"><td>r0004</td>",
-		"<td>kernel</td><td>6.18.0</td>",
+		"<td>kernel</td><td>Linux 6.18.0</td>",
 		"<td>repetitions</td><td>2</td>",
 		"<summary>scenario file</summary><pre>name: demo\nrepetitions: 2\n</pre>",
 		"<td>scenario</td><td>demo</td>",

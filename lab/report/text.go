@@ -55,8 +55,10 @@ func WriteText(w io.Writer, res *Results, s *Summary) error {
 	b.WriteString("\nn: samples (flows) from runs without an error; the interval is the median's, from order statistics\n")
 	b.WriteString("  (none below 6 samples); failed +N flows: flows that ended with an error; flagged !: samples from\n")
 	b.WriteString("  runs that missed the fidelity tolerances are included.\n")
+	// The runner's kernel is uname's sysname, release, version and
+	// machine: "Linux 6.18.0 #1 SMP ... x86_64".
 	if m := res.Meta; m.Kernel != "" || m.Version != "" {
-		fmt.Fprintf(&b, "Linux %s, %d CPUs, amptcp %s\n", m.Kernel, m.CPUs, m.Version)
+		fmt.Fprintf(&b, "kernel %s, %d CPUs, amptcp %s\n", m.Kernel, m.CPUs, m.Version)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
