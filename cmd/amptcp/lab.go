@@ -26,11 +26,14 @@ func runLab(args []string, _ io.Reader, stdout, stderr io.Writer) int {
        amptcp lab run [-o DIR] [-dir DIR] [-bin DIR] SCENARIO
        amptcp lab link [-dir DIR] NAME LINK down|up|set [-direction a-to-b|b-to-a]
                        [-rate R] [-delay D] [-loss P] [-queue Q]
+       amptcp lab report [-o DIR] RESULTS
 
 up builds the lab of a topology file (namespaces, links, routes, the
 generated configurations) and starts lispd and amptcp pm in their roles;
 down removes all of it, also after a crash; docs/lab.md describes the
-topology format; link takes an emulated link down or up or changes it.
+topology format; link takes an emulated link down or up or changes it;
+run runs a scenario's variants and repetitions and writes their results;
+report summarises results into a table, plots and an HTML page.
 
 `)
 	}
