@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/amptcp/amptcp/internal/buildinfo"
+	"github.com/amptcp/amptcp/lab/results"
 	"github.com/amptcp/amptcp/lab/scenario"
 	"github.com/amptcp/amptcp/lab/topo"
 )
@@ -57,12 +58,12 @@ func RunScenario(ctx context.Context, s *scenario.Scenario, opts RunOptions) err
 	if err := writeMeta(s, opts, len(runs), start); err != nil {
 		return err
 	}
-	runsFile, err := os.Create(filepath.Join(opts.Out, RunsFile))
+	runsFile, err := os.Create(filepath.Join(opts.Out, results.RunsFile))
 	if err != nil {
 		return err
 	}
 	defer runsFile.Close()
-	recFile, err := os.Create(filepath.Join(opts.Out, RecordsFile))
+	recFile, err := os.Create(filepath.Join(opts.Out, results.RecordsFile))
 	if err != nil {
 		return err
 	}
@@ -88,14 +89,14 @@ func RunScenario(ctx context.Context, s *scenario.Scenario, opts RunOptions) err
 		return err
 	}
 	if failed > 0 {
-		return fmt.Errorf("%d of %d runs failed (see %s)", failed, len(runs), filepath.Join(opts.Out, RunsFile))
+		return fmt.Errorf("%d of %d runs failed (see %s)", failed, len(runs), filepath.Join(opts.Out, results.RunsFile))
 	}
 	return nil
 }
 
 // progressLine prints "[3/12] pm=amptcp cc=cubic rep 1: 4.2 s, ETA 38 s":
 // the time left is the mean run's time so far times the runs left.
-func progressLine(w io.Writer, i, n int, run scenario.Run, e RunEntry, start time.Time, failed int) {
+func progressLine(w io.Writer, i, n int, run scenario.Run, e results.Run, start time.Time, failed int) {
 	if w == nil {
 		return
 	}
@@ -109,22 +110,22 @@ func progressLine(w io.Writer, i, n int, run scenario.Run, e RunEntry, start tim
 }
 
 func writeMeta(s *scenario.Scenario, opts RunOptions, runs int, start time.Time) error {
-	m := Meta{
+	m := results.Meta{
 		Scenario: s.Name, ScenarioFile: opts.ScenarioFile, ScenarioSource: string(s.Source),
 		TopologyFile: s.TopologyPath, TopologySource: string(s.TopologySource),
 		Kernel: uname(), CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), Version: buildinfo.Version,
 		Started: start,
-		Settings: MetaSettings{Repetitions: s.Repetitions, Runs: runs, Timeout: s.Timeout.Duration,
-			Dimensions: []MetaDimension{}, Events: "applied through the lab's link control"},
+		Settings: results.Settings{Repetitions: s.Repetitions, Runs: runs, Timeout: s.Timeout.Duration,
+			Dimensions: []results.Dimension{}, Events: "applied through the lab's link control"},
 	}
 	for _, d := range s.Variants {
-		m.Settings.Dimensions = append(m.Settings.Dimensions, MetaDimension{Name: d.Name, Values: d.Values})
+		m.Settings.Dimensions = append(m.Settings.Dimensions, results.Dimension{Name: d.Name, Values: d.Values})
 	}
 	b, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(opts.Out, MetaFile), append(b, '\n'), 0o644)
+	return os.WriteFile(filepath.Join(opts.Out, results.MetaFile), append(b, '\n'), 0o644)
 }
 
 // uname is "Linux 6.18.0 #1 SMP ... x86_64".
@@ -139,9 +140,9 @@ func uname() string {
 
 // runOne brings the variant's lab up, runs the flows and the events, and
 // takes the lab down, whatever happened.
-func runOne(ctx context.Context, s *scenario.Scenario, run scenario.Run, opts RunOptions, rec *recordWriter) RunEntry {
-	e := RunEntry{Run: run.ID, Index: run.Index, Repetition: run.Repetition, Variant: run.Variant.Map(),
-		Started: time.Now(), Events: []AppliedEvent{}}
+func runOne(ctx context.Context, s *scenario.Scenario, run scenario.Run, opts RunOptions, rec *recordWriter) results.Run {
+	e := results.Run{ID: run.ID, Index: run.Index, Repetition: run.Repetition, Variant: run.Variant.Map(),
+		Started: time.Now(), Events: []results.Event{}}
 	t := s.TopologyFor(run.Variant)
 	err := func() (err error) {
 		if _, err := Up(ctx, t, s.TopologyPath, opts.Lab); err != nil {

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/amptcp/amptcp/internal/testenv"
+	"github.com/amptcp/amptcp/lab/results"
 	"github.com/amptcp/amptcp/lab/scenario"
 	"github.com/amptcp/amptcp/lab/traffic"
 )
@@ -76,24 +77,16 @@ func TestRunScenario(t *testing.T) {
 		t.Errorf("progress does not end with the fourth run and an ETA")
 	}
 
-	meta, err := ReadMeta(out)
+	res, err := results.Load(out)
 	if err != nil {
 		t.Fatal(err)
 	}
+	meta, runs := res.Meta, res.Runs
 	if meta.Settings.Runs != 4 || meta.CPUs < 1 || !strings.HasPrefix(meta.Kernel, "Linux ") ||
 		!strings.Contains(meta.ScenarioSource, "subflows 2") || !strings.Contains(meta.TopologySource, "p2") {
 		t.Errorf("meta.json: %+v", meta)
 	}
 
-	f, err := os.Open(filepath.Join(out, RunsFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	runs, err := ReadRuns(f)
-	if err != nil {
-		t.Fatal(err)
-	}
 	wantPM := []string{"tcp", "subflows 2", "tcp", "subflows 2"}
 	if len(runs) != 4 {
 		t.Fatalf("%d runs, want 4", len(runs))
@@ -103,40 +96,33 @@ func TestRunScenario(t *testing.T) {
 			t.Errorf("run %d: %+v; want pm=%s cc=cubic rep %d", i, r, wantPM[i], i/2+1)
 		}
 		if len(r.Events) != 2 || r.EventsNote != "" {
-			t.Errorf("run %s: events %+v (%s)", r.Run, r.Events, r.EventsNote)
+			t.Errorf("run %s: events %+v (%s)", r.ID, r.Events, r.EventsNote)
 			continue
 		}
 		for _, ev := range r.Events {
 			// Applied within 20 ms of its time (Go's timers overshoot
 			// by about 1 ms here).
 			if ev.Error != "" || ev.AppliedAfter < ev.At || ev.AppliedAfter > ev.At+20e6 {
-				t.Errorf("run %s: event %+v", r.Run, ev)
+				t.Errorf("run %s: event %+v", r.ID, ev)
 			}
 		}
 	}
 
-	rf, err := os.Open(filepath.Join(out, RecordsFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rf.Close()
-	recs, err := ReadRunRecords(rf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	results := map[string][]traffic.Record{}
+	ends := map[string][]traffic.Record{}
 	samples := map[string]int{}
-	for _, r := range recs {
-		if r.Kind == traffic.KindResult {
-			results[r.Run] = append(results[r.Run], r.Record)
-		} else {
-			samples[r.Run]++
+	for id, recs := range res.Records {
+		for _, r := range recs {
+			if r.Kind == traffic.KindResult {
+				ends[id] = append(ends[id], r)
+			} else {
+				samples[id]++
+			}
 		}
 	}
 	for i, r := range runs {
-		res := results[r.Run]
-		if len(res) != 2 || samples[r.Run] == 0 {
-			t.Errorf("run %s: %d results (want the client's and the server's), %d samples", r.Run, len(res), samples[r.Run])
+		res := ends[r.ID]
+		if len(res) != 2 || samples[r.ID] == 0 {
+			t.Errorf("run %s: %d results (want the client's and the server's), %d samples", r.ID, len(res), samples[r.ID])
 			continue
 		}
 		want := traffic.MPTCP
@@ -145,10 +131,10 @@ func TestRunScenario(t *testing.T) {
 		}
 		for _, rec := range res {
 			if rec.Flow != "f" || rec.Error != "" || rec.Completion <= 0 || rec.CongestionControl != "cubic" || rec.Protocol != want {
-				t.Errorf("run %s: result %+v; want flow f over %s with cubic", r.Run, rec, want)
+				t.Errorf("run %s: result %+v; want flow f over %s with cubic", r.ID, rec, want)
 			}
 			if rec.Role == traffic.Receiver && rec.BytesReceived != 1<<20 {
-				t.Errorf("run %s: the client received %d bytes", r.Run, rec.BytesReceived)
+				t.Errorf("run %s: the client received %d bytes", r.ID, rec.BytesReceived)
 			}
 		}
 	}

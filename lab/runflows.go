@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/amptcp/amptcp/internal/netns"
+	"github.com/amptcp/amptcp/lab/results"
 	"github.com/amptcp/amptcp/lab/scenario"
 	"github.com/amptcp/amptcp/lab/topo"
 	"github.com/amptcp/amptcp/lab/traffic"
@@ -28,11 +29,11 @@ const sinkLinger = 2 * time.Second
 
 // runFlows runs a run's flows in a lab that is up, with the variant's
 // events at their times, and notes the events in e.
-func runFlows(ctx context.Context, s *scenario.Scenario, run scenario.Run, plan *topo.Plan, opts RunOptions, rec traffic.Recorder, e *RunEntry) error {
+func runFlows(ctx context.Context, s *scenario.Scenario, run scenario.Run, plan *topo.Plan, opts RunOptions, rec traffic.Recorder, e *results.Run) error {
 	flows := s.Plan(run.Variant)
 	events := s.Events(run.Variant)
 	for _, ev := range events {
-		e.Events = append(e.Events, AppliedEvent{At: ev.At.Duration, Link: ev.Link, Action: string(ev.Action)})
+		e.Events = append(e.Events, results.Event{At: ev.At.Duration, Link: ev.Link, Action: string(ev.Action)})
 	}
 	var links EventApplier
 	if len(events) > 0 {
@@ -79,7 +80,7 @@ func runFlows(ctx context.Context, s *scenario.Scenario, run scenario.Run, plan 
 
 // applyEvents applies each event at its time from t0 until the flows
 // are done, noting when it really was applied.
-func applyEvents(ctx context.Context, links EventApplier, events []topo.Event, t0 time.Time, flowsDone <-chan struct{}, out []AppliedEvent) {
+func applyEvents(ctx context.Context, links EventApplier, events []topo.Event, t0 time.Time, flowsDone <-chan struct{}, out []results.Event) {
 	if links == nil {
 		return
 	}

@@ -1,13 +1,13 @@
 package report
 
 import (
-	"encoding/json"
 	"fmt"
 	"html/template"
 	"io"
-	"maps"
-	"slices"
+	"strconv"
 	"strings"
+
+	"github.com/amptcp/amptcp/lab/results"
 )
 
 // HTMLFile is the name of the report's page in its directory.
@@ -99,19 +99,29 @@ func WriteHTML(w io.Writer, res *Results, s *Summary, plots []Plot) error {
 		d.Failed += len(v.Failed)
 		d.Flagged += len(v.Flagged)
 	}
-	for _, k := range slices.Sorted(maps.Keys(res.Meta.Settings)) {
-		v := res.Meta.Settings[k]
-		text, ok := v.(string)
-		if !ok {
-			b, _ := json.Marshal(v)
-			text = string(b)
-		}
-		d.Settings = append(d.Settings, [2]string{k, text})
-	}
+	d.Settings = settingRows(res.Meta.Settings)
 	var b strings.Builder
 	if err := page.Execute(&b, d); err != nil {
 		return fmt.Errorf("report: page: %w", err)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// settingRows are the runner's settings as the page's rows.
+func settingRows(st results.Settings) [][2]string {
+	rows := [][2]string{
+		{"repetitions", strconv.Itoa(st.Repetitions)},
+		{"runs", strconv.Itoa(st.Runs)},
+	}
+	for _, d := range st.Dimensions {
+		rows = append(rows, [2]string{d.Name, strings.Join(d.Values, ", ")})
+	}
+	if st.Timeout > 0 {
+		rows = append(rows, [2]string{"timeout", st.Timeout.String()})
+	}
+	if st.Events != "" {
+		rows = append(rows, [2]string{"events", st.Events})
+	}
+	return rows
 }

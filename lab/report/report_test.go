@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/amptcp/amptcp/lab/results"
 	"github.com/amptcp/amptcp/lab/traffic"
 )
 
@@ -70,7 +71,7 @@ func writeDir(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
 	meta := Meta{Scenario: "demo", ScenarioSource: "name: demo\nrepetitions: 2\n", Kernel: "Linux 6.18.0", CPUs: 2, Version: "v0.1-test", Started: t0,
-		Settings: map[string]any{"repetitions": 2, "interval": "100ms"}}
+		Settings: results.Settings{Repetitions: 2, Runs: 4, Dimensions: []results.Dimension{{Name: "pm", Values: []string{"amptcp", "default"}}}}}
 	b, err := json.Marshal(meta)
 	if err != nil {
 		t.Fatal(err)
@@ -97,7 +98,7 @@ func writeDir(t *testing.T) string {
 		}
 		runsText.Write(append(b, '\n'))
 		for _, rec := range recs[r.ID] {
-			b, err := json.Marshal(runRecord{Run: r.ID, Record: rec})
+			b, err := json.Marshal(results.Record{Run: r.ID, Record: rec})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -184,7 +185,7 @@ func TestLoadErrors(t *testing.T) {
 	if !errors.As(err, &le) || le.File != RecordsFile || !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("Load without records = %v, want a *LoadError for %s wrapping ErrNotExist", err, RecordsFile)
 	}
-	if want := "report: records.jsonl: open"; !strings.HasPrefix(err.Error(), want) {
+	if want := "results: records.jsonl: open"; !strings.HasPrefix(err.Error(), want) {
 		t.Errorf("error %q, want it to start with %q", err, want)
 	}
 }

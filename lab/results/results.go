@@ -1,0 +1,286 @@
+// Package results is the format of an experiment's results directory
+// (docs/lab.md, "Results"): what `amptcp lab run` writes and `amptcp lab
+// report` reads, in one place so that the two cannot drift apart.
+//
+//	meta.json      Meta: the scenario, the machine, the program, the settings
+//	runs.jsonl     one Run a line, in the order they ran
+//	records.jsonl  one Record a line: a lab/traffic record with its run's ID
+package results
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/amptcp/amptcp/lab/traffic"
+)
+
+// The files of a results directory.
+const (
+	MetaFile    = "meta.json"
+	RunsFile    = "runs.jsonl"
+	RecordsFile = "records.jsonl"
+)
+
+// Meta describes an experiment as a whole: meta.json.
+type Meta struct {
+	Scenario     string `json:"scenario"`      // the scenario's name
+	ScenarioFile string `json:"scenario_file"` // its path
+	// ScenarioSource and TopologySource are the files' contents.
+	ScenarioSource string    `json:"scenario_source"`
+	TopologyFile   string    `json:"topology_file"`
+	TopologySource string    `json:"topology_source"`
+	Kernel         string    `json:"kernel"` // uname: sysname release version machine
+	CPUs           int       `json:"cpus"`
+	GoVersion      string    `json:"go_version"`
+	Version        string    `json:"version"` // amptcp's
+	Started        time.Time `json:"started"`
+	Settings       Settings  `json:"settings"`
+}
+
+// Settings are the runner's.
+type Settings struct {
+	// Dimensions are the matrix's, in its order, with their values.
+	Dimensions  []Dimension `json:"dimensions"`
+	Repetitions int         `json:"repetitions"`
+	Runs        int         `json:"runs"`
+	// Timeout bounds each run's flows.
+	Timeout time.Duration `json:"timeout_ns"`
+	// Events says whether and how the runner applies timeline events.
+	Events string `json:"events"`
+}
+
+// Dimension is a dimension of the scenario's matrix.
+type Dimension struct {
+	Name   string   `json:"name"`
+	Values []string `json:"values"`
+}
+
+// Variant is one cell of the matrix: a value for each dimension (pm, cc,
+// failure, ...).
+type Variant map[string]string
+
+// variantOrder is the order of the well-known dimensions in a variant's
+// name; the others follow sorted.
+var variantOrder = []string{"pm", "cc", "failure"}
+
+// Name is the variant's values joined by "/", the well-known dimensions
+// (pm, cc, failure) first, then the others by the dimension's name.
+func (v Variant) Name() string {
+	keys := make([]string, 0, len(v))
+	for k := range v {
+		keys = append(keys, k)
+	}
+	rank := func(k string) int {
+		if i := slices.Index(variantOrder, k); i >= 0 {
+			return i
+		}
+		return len(variantOrder)
+	}
+	slices.SortFunc(keys, func(a, b string) int {
+		if ra, rb := rank(a), rank(b); ra != rb {
+			return ra - rb
+		}
+		return strings.Compare(a, b)
+	})
+	vals := make([]string, len(keys))
+	for i, k := range keys {
+		vals[i] = v[k]
+	}
+	return strings.Join(vals, "/")
+}
+
+// Run is one run, a variant's repetition: a line of runs.jsonl.
+type Run struct {
+	ID         string    `json:"run"`
+	Index      int       `json:"index"`
+	Repetition int       `json:"repetition"`
+	Variant    Variant   `json:"variant"`
+	Started    time.Time `json:"started"`
+	Ended      time.Time `json:"ended"`
+	// FlowsStart is when the flows' clock started: the origin of the
+	// events' and the flows' times.
+	FlowsStart time.Time `json:"flows_start,omitzero"`
+	// Error is why the run failed (the lab did not come up, a flow
+	// failed, it was interrupted); empty for a good run. A report leaves
+	// a failed run's records out of its statistics.
+	Error string `json:"error,omitempty"`
+	// Events are the timeline events of the run, with when they were
+	// really applied; EventsNote says why they were not, if they were not.
+	Events     []Event `json:"events"`
+	EventsNote string  `json:"events_note,omitempty"`
+	// Fidelity is nil until the emulator's fidelity is measured before
+	// each run (docs/lab.md, "Not there yet").
+	Fidelity *Fidelity `json:"fidelity"`
+}
+
+// Origin is the time the run's timeline counts from: when its flows
+// started, else when the run did.
+func (r *Run) Origin() time.Time {
+	if !r.FlowsStart.IsZero() {
+		return r.FlowsStart
+	}
+	return r.Started
+}
+
+// Flagged says whether the run's fidelity was measured and missed.
+func (r *Run) Flagged() bool { return r.Fidelity != nil && !r.Fidelity.OK }
+
+// Event is a timeline event of a run.
+type Event struct {
+	// At is its time in the timeline, AppliedAfter when it was applied,
+	// both from the run's FlowsStart, and Applied the same as a time;
+	// both are zero (absent) for an event that was not applied (the flows
+	// ended before, or the lab has no link control).
+	At           time.Duration `json:"at_ns"`
+	AppliedAfter time.Duration `json:"applied_ns,omitempty"`
+	Applied      time.Time     `json:"applied,omitzero"`
+	Link         string        `json:"link"`
+	Action       string        `json:"action"`
+	Error        string        `json:"error,omitempty"`
+}
+
+// Label is the event as a plot's legend shows it: "l2 down".
+func (e Event) Label() string { return strings.TrimSpace(e.Link + " " + e.Action) }
+
+// Fidelity is how well the emulator met its configuration in a run.
+type Fidelity struct {
+	OK          bool           `json:"ok"`
+	Paths       []PathFidelity `json:"paths"`
+	LatenessP99 time.Duration  `json:"lateness_p99_ns"`
+}
+
+// PathFidelity is the measurement of one emulated path before a run
+// against its configuration.
+type PathFidelity struct {
+	Name     string        `json:"name"`
+	RTTWant  time.Duration `json:"rtt_want_ns"`
+	RTT      time.Duration `json:"rtt_ns"`
+	RateWant float64       `json:"rate_want_bps"`
+	Rate     float64       `json:"rate_bps"`
+	OK       bool          `json:"ok"`
+}
+
+// Record is a lab/traffic record of a run: a line of records.jsonl, the
+// record's JSON with the run's ID first.
+type Record struct {
+	Run string `json:"run"`
+	traffic.Record
+}
+
+// Results is a loaded results directory.
+type Results struct {
+	Dir  string
+	Meta Meta
+	// Runs in the order of runs.jsonl (the order they ran in).
+	Runs []*Run
+	// Records of each run by its ID, in the order of records.jsonl.
+	Records map[string][]traffic.Record
+}
+
+// Run returns the run with the given ID, or nil.
+func (r *Results) Run(id string) *Run {
+	for _, run := range r.Runs {
+		if run.ID == id {
+			return run
+		}
+	}
+	return nil
+}
+
+// LoadError says which file, and which line of it (0: the whole file),
+// could not be read.
+type LoadError struct {
+	File string
+	Line int
+	Err  error
+}
+
+func (e *LoadError) Error() string {
+	if e.Line == 0 {
+		return fmt.Sprintf("results: %s: %v", e.File, e.Err)
+	}
+	return fmt.Sprintf("results: %s line %d: %v", e.File, e.Line, e.Err)
+}
+
+func (e *LoadError) Unwrap() error { return e.Err }
+
+// Load reads the results directory dir. meta.json and runs.jsonl may
+// carry keys this package does not know (a newer runner may add some);
+// records.jsonl may not, as traffic.ReadRecords. Every error is a
+// *LoadError.
+func Load(dir string) (*Results, error) {
+	res := &Results{Dir: dir, Records: map[string][]traffic.Record{}}
+	b, err := os.ReadFile(filepath.Join(dir, MetaFile))
+	if err != nil {
+		return nil, &LoadError{File: MetaFile, Err: err}
+	}
+	if err := json.Unmarshal(b, &res.Meta); err != nil {
+		return nil, &LoadError{File: MetaFile, Err: err}
+	}
+	err = eachLine(dir, RunsFile, func(line []byte) error {
+		run := new(Run)
+		if err := json.Unmarshal(line, run); err != nil {
+			return err
+		}
+		switch {
+		case run.ID == "":
+			return errors.New(`no "run" id`)
+		case res.Run(run.ID) != nil:
+			return fmt.Errorf("run %q again", run.ID)
+		}
+		res.Runs = append(res.Runs, run)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	err = eachLine(dir, RecordsFile, func(line []byte) error {
+		var rec Record
+		dec := json.NewDecoder(bytes.NewReader(line))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&rec); err != nil {
+			return err
+		}
+		if res.Run(rec.Run) == nil {
+			return fmt.Errorf("run %q is not in %s", rec.Run, RunsFile)
+		}
+		res.Records[rec.Run] = append(res.Records[rec.Run], rec.Record)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// eachLine calls fn with each non-empty line of dir/name, and wraps what
+// fails in a *LoadError naming the line.
+func eachLine(dir, name string, fn func([]byte) error) error {
+	f, err := os.Open(filepath.Join(dir, name))
+	if err != nil {
+		return &LoadError{File: name, Err: err}
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	for line := 1; sc.Scan(); line++ {
+		if len(bytes.TrimSpace(sc.Bytes())) == 0 {
+			continue
+		}
+		if err := fn(sc.Bytes()); err != nil {
+			return &LoadError{File: name, Line: line, Err: err}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return &LoadError{File: name, Err: err}
+	}
+	return nil
+}
