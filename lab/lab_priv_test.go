@@ -127,11 +127,15 @@ func TestUpDown(t *testing.T) {
 		}
 	}
 
-	// A plain TCP connection first: its first SYN and SYN-ACK are dropped
-	// while the xTRs resolve each other's sites, which would make an
-	// MPTCP connection fall back to TCP (net.mptcp.syn_retrans_before_tcp_fallback).
-	if err := transfer(st.Prefix+"client", st.Prefix+"server", "10.2.0.2:5201", 1<<20, false); err != nil {
-		t.Fatal(err)
+	// Plain TCP connections first: their first SYNs and SYN-ACKs are
+	// dropped while the xTRs (and the RTR, for the flows that hash onto
+	// its ELP) resolve each other's sites, which would make an MPTCP
+	// connection fall back to TCP (net.mptcp.syn_retrans_before_tcp_fallback).
+	// Several, from other ports, so that every path is resolved.
+	for range 4 {
+		if err := transfer(st.Prefix+"client", st.Prefix+"server", "10.2.0.2:5201", 64<<10, false); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := transfer(st.Prefix+"client", st.Prefix+"server", "10.2.0.2:5201", 4<<20, true); err != nil {
 		t.Fatal(err)
