@@ -205,10 +205,16 @@ func (sv *servers) stop() {
 	sv.wg.Wait()
 }
 
-// warm opens a plain TCP connection between the two hosts of each flow
-// and exchanges a byte: its SYN and SYN-ACK, lost to the xTRs' map-cache
-// misses, are retransmitted until the caches hold both sites; an MPTCP
-// connection whose SYN is lost twice would fall back to TCP.
+// warmConnections is how many connections warm a pair of hosts: each
+// from another source port, so that the flows hashed (or port-summed)
+// onto each path get an RTR on it to resolve the sites too.
+const warmConnections = 8
+
+// warm opens plain TCP connections between the two hosts of each flow
+// and exchanges a byte on each: their SYNs and SYN-ACKs, lost to the
+// map-cache misses of the xTRs and RTRs, are retransmitted until the
+// caches hold both sites; an MPTCP connection whose SYN is lost twice
+// would fall back to TCP.
 func warm(ctx context.Context, plan *topo.Plan, flows []scenario.Planned) error {
 	done := map[[2]string]bool{}
 	for _, f := range flows {
@@ -218,8 +224,10 @@ func warm(ctx context.Context, plan *topo.Plan, flows []scenario.Planned) error 
 		}
 		done[pair] = true
 		addr := serverAddr(plan, f.To, scenario.WarmupPort)
-		if err := exchange(ctx, plan.Node(f.From).Namespace, plan.Node(f.To).Namespace, addr); err != nil {
-			return fmt.Errorf("%s to %s: %w", f.From, f.To, err)
+		for range warmConnections {
+			if err := exchange(ctx, plan.Node(f.From).Namespace, plan.Node(f.To).Namespace, addr); err != nil {
+				return fmt.Errorf("%s to %s: %w", f.From, f.To, err)
+			}
 		}
 	}
 	return nil
