@@ -6,8 +6,13 @@ import "net/netip"
 // link (their site's xTR, or a router) and every other node a route to
 // each subnet of the underlay it is not on, through the neighbour on a
 // shortest path (fewest links; the first link in the file's order wins a
-// tie). EID subnets stay inside their sites: only their xTR has them, as
-// connected routes. Hosts carry nothing for others.
+// tie). EID subnets stay inside their sites for the xTRs: only a site's
+// own xTR has them, as connected routes, so that traffic between sites
+// is encapsulated or dropped. The nodes outside sites (routers, RTRs,
+// map-servers) have a route to each site's EID prefix towards its xTR:
+// what the mapping system sends to a host natively, the Map-Replies to
+// the Map-Requests of an `amptcp pm` (their ITR-RLOC is the host's EID),
+// must reach it. Hosts carry nothing for others.
 func (c *compiler) routes() {
 	p := c.plan
 	for i := range p.Nodes {
@@ -48,6 +53,14 @@ func (c *compiler) routes() {
 			}
 			h := hop[best]
 			n.Routes = append(n.Routes, Route{Dst: l.A.Address.Masked(), Via: h.via, Dev: h.dev})
+		}
+		if n.Role == RoleXTR {
+			continue
+		}
+		for _, s := range p.Sites {
+			if h, ok := hop[s.XTR]; ok && s.XTR != "" && s.XTR != n.Name {
+				n.Routes = append(n.Routes, Route{Dst: s.EIDPrefix, Via: h.via, Dev: h.dev})
+			}
 		}
 	}
 }
