@@ -107,6 +107,9 @@ func progressLine(w io.Writer, i, n int, run scenario.Run, e results.Run, start 
 		line += fmt.Sprintf(" (failed: %s; %d failed so far)", e.Error, failed)
 	}
 	fmt.Fprintln(w, line)
+	if e.Flagged() {
+		fmt.Fprintf(w, "[%d/%d] warning: the emulation missed its configuration: %s\n", i+1, n, Misses(e.Fidelity))
+	}
 }
 
 func writeMeta(s *scenario.Scenario, opts RunOptions, runs int, start time.Time) error {
@@ -157,7 +160,13 @@ func runOne(ctx context.Context, s *scenario.Scenario, run scenario.Run, opts Ru
 		if err != nil {
 			return err
 		}
-		return runFlows(ctx, s, run, plan, opts, rec, &e)
+		var fid *fidelityRun
+		if s.MeasuresFidelity() {
+			fid = startFidelity(ctx, plan, opts.Lab, s.Plan(run.Variant))
+		}
+		err = runFlows(ctx, s, run, plan, opts, rec, &e)
+		e.Fidelity = fid.finish()
+		return err
 	}()
 	if err != nil {
 		e.Error = err.Error()

@@ -3,14 +3,12 @@ package lab
 import (
 	"bytes"
 	"context"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/amptcp/amptcp/internal/testenv"
 	"github.com/amptcp/amptcp/lab/results"
-	"github.com/amptcp/amptcp/lab/scenario"
 	"github.com/amptcp/amptcp/lab/traffic"
 )
 
@@ -49,26 +47,18 @@ timeout: 30s
 
 // TestRunScenario runs 2 variants x 2 repetitions of a 1 MiB download
 // and checks the results directory as the report reads it: every run,
-// interleaved, with its variant, its events applied, and its flow's
-// completion at both ends over the variant's protocol with cubic.
+// interleaved, with its variant, its fidelity measured, its events
+// applied, and its flow's completion at both ends over the variant's
+// protocol with cubic.
 func TestRunScenario(t *testing.T) {
 	testenv.RequireRoot(t)
 	name := testenv.Prefix + "-run"
-	dir := t.TempDir()
-	for file, text := range map[string]string{"lab.yaml": runTopology, "exp.yaml": runScenario} {
-		if err := os.WriteFile(filepath.Join(dir, file), []byte(strings.ReplaceAll(text, "NAME", name)), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	s, err := scenario.Load(filepath.Join(dir, "exp.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := loadRunScenario(t, name, runScenario)
 	labOpts := Options{Dir: t.TempDir(), Bin: bin}
 	cleanupLab(t, name, labOpts)
 	out := filepath.Join(t.TempDir(), "results")
 	var progress bytes.Buffer
-	err = RunScenario(context.Background(), s, RunOptions{Lab: labOpts, Out: out, Progress: &progress, ScenarioFile: "exp.yaml"})
+	err := RunScenario(context.Background(), s, RunOptions{Lab: labOpts, Out: out, Progress: &progress, ScenarioFile: "exp.yaml"})
 	t.Logf("progress:\n%s", progress.String())
 	if err != nil {
 		t.Fatal(err)
@@ -99,6 +89,7 @@ func TestRunScenario(t *testing.T) {
 			t.Errorf("run %s: events %+v (%s)", r.ID, r.Events, r.EventsNote)
 			continue
 		}
+		checkFidelity(t, r)
 		for _, ev := range r.Events {
 			// Applied within 20 ms of its time (Go's timers overshoot
 			// by about 1 ms here).

@@ -116,8 +116,9 @@ type Run struct {
 	// really applied; EventsNote says why they were not, if they were not.
 	Events     []Event `json:"events"`
 	EventsNote string  `json:"events_note,omitempty"`
-	// Fidelity is nil until the emulator's fidelity is measured before
-	// each run (docs/lab.md, "Not there yet").
+	// Fidelity is how well the emulation met its configuration
+	// (docs/lab.md, "Fidelity"); nil when it was not measured: the lab
+	// has no emulated link, or the scenario says fidelity: false.
 	Fidelity *Fidelity `json:"fidelity"`
 }
 
@@ -155,6 +156,9 @@ type Fidelity struct {
 	OK          bool           `json:"ok"`
 	Paths       []PathFidelity `json:"paths"`
 	LatenessP99 time.Duration  `json:"lateness_p99_ns"`
+	// Error is why the measurement could not be made (or finished);
+	// such a run is not OK.
+	Error string `json:"error,omitempty"`
 }
 
 // PathFidelity is the measurement of one emulated path before a run

@@ -41,6 +41,9 @@ type Scenario struct {
 	Repetitions int `yaml:"repetitions"`
 	// Timeout bounds a run's flows (DefaultTimeout when left out).
 	Timeout *config.Duration `yaml:"timeout"`
+	// Fidelity: false skips measuring the emulated paths before each
+	// run (docs/lab.md, "Fidelity"); they are measured when left out.
+	Fidelity *bool `yaml:"fidelity"`
 
 	// Source and TopologySource are the files' contents; TopologyPath
 	// the topology's path as the program can open it; Topo the topology.
@@ -49,6 +52,10 @@ type Scenario struct {
 	TopologySource []byte         `yaml:"-"`
 	Topo           *topo.Topology `yaml:"-"`
 }
+
+// MeasuresFidelity says whether the runner measures the emulated paths
+// before each run: unless the file says fidelity: false.
+func (s *Scenario) MeasuresFidelity() bool { return s.Fidelity == nil || *s.Fidelity }
 
 // DefaultTimeout bounds a run's flows when the scenario does not say.
 const DefaultTimeout = 5 * time.Minute

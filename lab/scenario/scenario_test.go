@@ -154,6 +154,22 @@ func TestNoDimensions(t *testing.T) {
 	}
 }
 
+// TestFidelitySetting: the emulation's fidelity is measured unless the
+// scenario says fidelity: false.
+func TestFidelitySetting(t *testing.T) {
+	dir := filepath.Dir(docFiles(t))
+	const flows = "topology: lab.yaml\nflows: [{name: f, from: client, to: server, kind: transfer, size: 1MiB, cc: reno}]\n"
+	for doc, want := range map[string]bool{flows: true, flows + "fidelity: true\n": true, flows + "fidelity: false\n": false} {
+		s, err := Parse([]byte(doc), dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.MeasuresFidelity() != want {
+			t.Errorf("%q: measures fidelity %v, want %v", doc, s.MeasuresFidelity(), want)
+		}
+	}
+}
+
 // TestErrors: every problem at once, each named by its path.
 func TestErrors(t *testing.T) {
 	dir := filepath.Dir(docFiles(t))

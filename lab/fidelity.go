@@ -1,0 +1,483 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/amptcp/amptcp/internal/netns"
+	"github.com/amptcp/amptcp/lab/linkemu"
+	"github.com/amptcp/amptcp/lab/results"
+	"github.com/amptcp/amptcp/lab/scenario"
+	"github.com/amptcp/amptcp/lab/topo"
+	"github.com/amptcp/amptcp/lab/traffic"
+)
+
+// The fidelity check's tolerances (issue 6): a path's idle RTT may miss
+// the configured one by RTTTolerance or RTTToleranceShare of it, whichever
+// is larger; its single-flow goodput the configured rate's payload by
+// RateTolerance; the emulator's p99 lateness over the run may not pass
+// LatenessLimit (the benchmark's target).
+const (
+	RTTTolerance      = 500 * time.Microsecond
+	RTTToleranceShare = 0.02
+	RateTolerance     = 0.03
+	LatenessLimit     = 500 * time.Microsecond
+)
+
+// How the paths are measured.
+const (
+	// fidelityProbes UDP echoes measure a path's RTT, one at a time,
+	// fidelityProbeGap apart so that each finds the queues empty.
+	fidelityProbes   = 20
+	fidelityProbeGap = 5 * time.Millisecond
+	probeTimeout     = time.Second
+	// The single flow saturates the path for rateDuration; the goodput
+	// counts from rateSkip on, after slow start.
+	rateDuration = 2 * time.Second
+	rateSkip     = 500 * time.Millisecond
+	// fidelityPort serves the probes (UDP) and the single flow (TCP):
+	// below the warm-up's and the flows' ports.
+	fidelityPort = 4999
+)
+
+// linkDir is one direction of an emulated link.
+type linkDir struct {
+	link string
+	dir  linkemu.Direction
+}
+
+func (d linkDir) String() string { return d.link + " " + d.dir.String() }
+
+// MeasurePaths measures the emulated path of each pair of hosts, one
+// pair after the other, in a lab that is up and whose map-caches hold
+// both hosts' sites (a first exchange between them is lost to the
+// misses): the idle RTT from the first host to the second and back, and
+// the goodput of one TCP flow with cubic from the first to the second.
+// It compares them with the plan's configuration of the links the probes
+// and the flow really crossed: the xTRs choose among RLOCs and ELPs, so
+// the routed path of the underlay is not necessarily the one used; the
+// links' counters say which was; a pair whose probes crossed no
+// emulated link has no path in the result. The Fidelity's LatenessP99 is
+// left for Lateness to fill in after the run.
+func MeasurePaths(ctx context.Context, plan *topo.Plan, links LinkControl, pairs [][2]string) *results.Fidelity {
+	fid := &results.Fidelity{OK: true, Paths: []results.PathFidelity{}}
+	var errs []error
+	for _, p := range pairs {
+		pf, err := measurePath(ctx, plan, links, p[0], p[1])
+		if errors.Is(err, errNotEmulated) {
+			continue
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s to %s: %w", p[0], p[1], err))
+		}
+		fid.Paths = append(fid.Paths, pf)
+		fid.OK = fid.OK && pf.OK
+	}
+	if err := errors.Join(errs...); err != nil {
+		fid.OK, fid.Error = false, err.Error()
+	}
+	return fid
+}
+
+// errNotEmulated says that a pair's probes crossed no emulated link:
+// there is nothing to measure against.
+var errNotEmulated = errors.New("no emulated link on the path")
+
+// measurePath measures the path from one host to another; an error
+// leaves the path not OK with what it measured so far.
+func measurePath(ctx context.Context, plan *topo.Plan, links LinkControl, from, to string) (results.PathFidelity, error) {
+	pf := results.PathFidelity{Name: from + ">" + to}
+	s0, err := links.Stats()
+	if err != nil {
+		return pf, err
+	}
+	rtt, answered, err := probeRTT(ctx, plan, from, to)
+	if err != nil {
+		return pf, fmt.Errorf("rtt: %w", err)
+	}
+	s1, err := links.Stats()
+	if err != nil {
+		return pf, err
+	}
+	// Every answered probe crossed each link of the way there and back.
+	used := crossed(s0, s1, func(d, _ uint64) bool { return d >= uint64(answered) })
+	if len(used) == 0 {
+		return pf, errNotEmulated
+	}
+	pf.RTT = rtt
+	pf.RTTWant = wantRTT(plan, s0, s1, used)
+
+	goodput, mss, err := singleFlow(ctx, plan, from, to)
+	if err != nil {
+		pf.Name += " via " + pathName(used)
+		return pf, fmt.Errorf("rate: %w", err)
+	}
+	s2, err := links.Stats()
+	if err != nil {
+		return pf, err
+	}
+	// The flow's data crossed the links that carried most of its
+	// bytes (the ACKs, the other way, are a few percent of them).
+	total := goodput * (rateDuration - rateSkip).Seconds() / 8
+	data := crossed(s1, s2, func(_, bytes uint64) bool { return float64(bytes) >= total/2 })
+	pf.Name += " via " + pathName(used)
+	pf.Rate = goodput
+	pf.RateWant = wantRate(plan, s1, s2, data, mss)
+
+	tol := max(RTTTolerance, time.Duration(RTTToleranceShare*float64(pf.RTTWant)))
+	rttOK := answered > 0 && absDuration(pf.RTT-pf.RTTWant) <= tol
+	// A single flow cannot be asked to fill a lossy path: there the rate
+	// is recorded, and only the RTT decides.
+	rateOK := lossy(plan, data) || math.Abs(pf.Rate-pf.RateWant) <= RateTolerance*pf.RateWant
+	pf.OK = rttOK && rateOK && len(data) > 0
+	return pf, nil
+}
+
+// crossed returns the link directions whose frames-in and bytes-in grew
+// between two snapshots of the counters in a way keep accepts.
+func crossed(before, after map[string]linkemu.Stats, keep func(frames, bytes uint64) bool) []linkDir {
+	var out []linkDir
+	for name, a := range after {
+		b := before[name]
+		for _, d := range []linkemu.Direction{linkemu.AToB, linkemu.BToA} {
+			da, db := a.Dir(d), b.Dir(d)
+			if da.FramesIn > db.FramesIn && keep(da.FramesIn-db.FramesIn, da.BytesIn-db.BytesIn) {
+				out = append(out, linkDir{name, d})
+			}
+		}
+	}
+	slices.SortFunc(out, func(x, y linkDir) int { return strings.Compare(x.String(), y.String()) })
+	return out
+}
+
+// pathName is "p1 a-to-b, p1 b-to-a"; "no emulated link" when empty.
+func pathName(ds []linkDir) string {
+	if len(ds) == 0 {
+		return "no emulated link"
+	}
+	names := make([]string, len(ds))
+	for i, d := range ds {
+		names[i] = d.String()
+	}
+	return strings.Join(names, ", ")
+}
+
+// linkParams returns the plan's configuration of an emulated link.
+func linkParams(plan *topo.Plan, name string) (linkemu.Params, bool) {
+	for _, l := range plan.Links {
+		if l.Name == name && l.Emulated {
+			return l.Params, true
+		}
+	}
+	return linkemu.Params{}, false
+}
+
+// wantRTT is the configured RTT over the link directions used: each
+// one's delay and the serialization of the probes' frames, whose mean
+// size the counters give (it includes the tunnels' headers).
+func wantRTT(plan *topo.Plan, before, after map[string]linkemu.Stats, used []linkDir) time.Duration {
+	var want time.Duration
+	for _, d := range used {
+		p, ok := linkParams(plan, d.link)
+		if !ok {
+			continue
+		}
+		want += p.Delay
+		a, b := after[d.link], before[d.link]
+		da, db := a.Dir(d.dir), b.Dir(d.dir)
+		if p.Rate > 0 {
+			frame := float64(da.BytesIn-db.BytesIn) / float64(da.FramesIn-db.FramesIn)
+			want += time.Duration(frame * 8 / p.Rate * 1e9)
+		}
+	}
+	return want
+}
+
+// wantRate is the goodput a single flow should reach on the data's
+// links: the smallest rate, times the payload's share of that link's
+// frames (the MSS over the mean frame it delivered, which counts the
+// tunnels' headers where there are some).
+func wantRate(plan *topo.Plan, before, after map[string]linkemu.Stats, data []linkDir, mss int) float64 {
+	want := 0.0
+	for _, d := range data {
+		p, ok := linkParams(plan, d.link)
+		if !ok || p.Rate <= 0 {
+			continue
+		}
+		a, b := after[d.link], before[d.link]
+		da, db := a.Dir(d.dir), b.Dir(d.dir)
+		if da.Delivered == db.Delivered {
+			continue
+		}
+		frame := float64(da.DeliveredBytes-db.DeliveredBytes) / float64(da.Delivered-db.Delivered)
+		if r := p.Rate * min(1, float64(mss)/frame); want == 0 || r < want {
+			want = r
+		}
+	}
+	return want
+}
+
+// lossy reports whether any of the link directions loses frames.
+func lossy(plan *topo.Plan, ds []linkDir) bool {
+	for _, d := range ds {
+		if p, ok := linkParams(plan, d.link); ok && p.Loss.Rate() > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func absDuration(d time.Duration) time.Duration {
+	if d < 0 {
+		return -d
+	}
+	return d
+}
+
+// probeRTT sends fidelityProbes UDP echoes from one host to an echo in
+// the other, one at a time, and returns the median RTT of those
+// answered and their number.
+func probeRTT(ctx context.Context, plan *topo.Plan, from, to string) (time.Duration, int, error) {
+	addr := serverAddr(plan, to, fidelityPort)
+	var echo net.PacketConn
+	err := (&netns.NS{Name: plan.Node(to).Namespace}).Do(func() (err error) {
+		echo, err = (&net.ListenConfig{}).ListenPacket(ctx, "udp4", addr)
+		return err
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	defer echo.Close()
+	go func() {
+		buf := make([]byte, 64)
+		for {
+			n, peer, err := echo.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			echo.WriteTo(buf[:n], peer)
+		}
+	}()
+	var c net.Conn
+	err = (&netns.NS{Name: plan.Node(from).Namespace}).Do(func() (err error) {
+		c, err = (&net.Dialer{}).DialContext(ctx, "udp4", addr)
+		return err
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	defer c.Close()
+	var rtts []time.Duration
+	buf := make([]byte, 64)
+	for i := range fidelityProbes {
+		if ctx.Err() != nil {
+			return 0, 0, ctx.Err()
+		}
+		msg := fmt.Appendf(nil, "amptcp-fidelity %d", i)
+		sent := time.Now()
+		if _, err := c.Write(msg); err != nil {
+			return 0, 0, err
+		}
+		c.SetReadDeadline(sent.Add(probeTimeout))
+		for {
+			n, err := c.Read(buf)
+			if err != nil {
+				break // lost: the next probe
+			}
+			if string(buf[:n]) == string(msg) {
+				rtts = append(rtts, time.Since(sent))
+				break
+			}
+		}
+		time.Sleep(fidelityProbeGap)
+	}
+	if len(rtts) == 0 {
+		return 0, 0, fmt.Errorf("none of %d probes to %s answered", fidelityProbes, addr)
+	}
+	slices.Sort(rtts)
+	return rtts[len(rtts)/2], len(rtts), nil
+}
+
+// collector keeps a flow's records.
+type collector struct {
+	mu   sync.Mutex
+	recs []traffic.Record
+}
+
+func (c *collector) Record(r traffic.Record) {
+	c.mu.Lock()
+	c.recs = append(c.recs, r)
+	c.mu.Unlock()
+}
+
+// singleFlow runs one saturated TCP flow with cubic from one host to the
+// other and returns the receiver's goodput after rateSkip (bit/s) and
+// the sender's MSS.
+func singleFlow(ctx context.Context, plan *topo.Plan, from, to string) (float64, int, error) {
+	addr := serverAddr(plan, to, fidelityPort)
+	f := traffic.Flow{ID: "fidelity", Kind: traffic.Saturate, Protocol: traffic.TCP,
+		CongestionControl: "cubic", Duration: rateDuration}
+	var srv *traffic.Server
+	err := (&netns.NS{Name: plan.Node(to).Namespace}).Do(func() (err error) {
+		srv, err = traffic.Listen(addr, traffic.ListenOptions{Protocol: traffic.TCP})
+		return err
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	rec := &collector{}
+	ctx, cancel := context.WithTimeout(ctx, rateDuration+10*time.Second)
+	defer cancel()
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		srv.Serve(ctx, rec)
+	}()
+	defer func() {
+		srv.Close()
+		<-served
+	}()
+	var st *traffic.Stream
+	err = (&netns.NS{Name: plan.Node(from).Namespace}).Do(func() (err error) {
+		st, err = traffic.Dial(ctx, f, addr)
+		return err
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	res, err := st.Run(ctx, rec)
+	st.Close()
+	if err != nil {
+		return 0, 0, err
+	}
+	// The receiver's last record may still be on its way.
+	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline) && len(srv.Results()) == 0; {
+		time.Sleep(10 * time.Millisecond)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	var bits float64
+	var span time.Duration
+	mss := 0
+	for _, r := range rec.recs {
+		switch {
+		case r.Kind == traffic.KindReceiver && r.Time.Sub(res.Start) >= rateSkip+r.Interval:
+			bits += r.Goodput * r.Interval.Seconds()
+			span += r.Interval
+		case r.Kind == traffic.KindSubflow:
+			mss = max(mss, int(r.MSS))
+		}
+	}
+	if span == 0 || mss == 0 {
+		return 0, 0, fmt.Errorf("the flow left no samples after %v (%d records)", rateSkip, len(rec.recs))
+	}
+	return bits / span.Seconds(), mss, nil
+}
+
+// Lateness is the p99 of the emulator's lateness, over every emulated
+// link and direction, between two snapshots of the counters. A
+// difference of histograms has no maximum of its own: the later
+// snapshot's stands in for it, an upper bound.
+func Lateness(before, after map[string]linkemu.Stats) time.Duration {
+	var h linkemu.Histogram
+	for name, a := range after {
+		b := before[name]
+		for _, d := range []linkemu.Direction{linkemu.AToB, linkemu.BToA} {
+			ha, hb := &a.Dir(d).Lateness, &b.Dir(d).Lateness
+			diff := linkemu.Histogram{Count: ha.Count - hb.Count, Sum: ha.Sum - hb.Sum, Max: ha.Max}
+			for i := range ha.Counts {
+				diff.Counts[i] = ha.Counts[i] - hb.Counts[i]
+			}
+			h.Merge(diff)
+		}
+	}
+	return h.Quantile(0.99)
+}
+
+// Misses says what a fidelity missed, for a warning: the paths that
+// missed, the lateness if it passed its limit, the measurement's error.
+func Misses(f *results.Fidelity) string {
+	var out []string
+	for _, p := range f.Paths {
+		if !p.OK {
+			out = append(out, fmt.Sprintf("%s: RTT %v, want %v; rate %.2f Mbit/s, want %.2f",
+				p.Name, p.RTT.Round(time.Microsecond), p.RTTWant.Round(time.Microsecond), p.Rate/1e6, p.RateWant/1e6))
+		}
+	}
+	if f.LatenessP99 > LatenessLimit {
+		out = append(out, fmt.Sprintf("emulator p99 lateness %v, limit %v", f.LatenessP99, LatenessLimit))
+	}
+	if f.Error != "" {
+		out = append(out, f.Error)
+	}
+	return strings.Join(out, "; ")
+}
+
+// fidelityRun measures a run's fidelity: the paths before its flows,
+// the lateness during them.
+type fidelityRun struct {
+	links  LinkControl
+	before map[string]linkemu.Stats
+	fid    *results.Fidelity
+}
+
+// beforeFidelity, when set (by a test), is called with the lab's link
+// control before its paths are measured.
+var beforeFidelity func(LinkControl)
+
+// startFidelity warms the map-caches between the flows' hosts and
+// measures the path of each pair of them (the client's host first); nil
+// when the lab has no emulated link (nothing to measure).
+func startFidelity(ctx context.Context, plan *topo.Plan, opts Options, flows []scenario.Planned) *fidelityRun {
+	links, err := OpenLinks(plan.Name, opts)
+	if errors.Is(err, ErrNoEmulatedLinks) {
+		return nil
+	}
+	fr := &fidelityRun{links: links, fid: &results.Fidelity{Paths: []results.PathFidelity{}}}
+	if err == nil {
+		err = warm(ctx, plan, flows)
+	}
+	if err == nil && beforeFidelity != nil {
+		beforeFidelity(links)
+	}
+	if err != nil {
+		fr.fid.Error = err.Error()
+		return fr
+	}
+	var pairs [][2]string
+	for _, f := range flows {
+		if p := [2]string{f.From, f.To}; !slices.Contains(pairs, p) {
+			pairs = append(pairs, p)
+		}
+	}
+	fr.fid = MeasurePaths(ctx, plan, links, pairs)
+	if fr.before, err = links.Stats(); err != nil {
+		fr.fid.OK, fr.fid.Error = false, err.Error()
+	}
+	return fr
+}
+
+// finish records the lateness since the paths were measured; a nil
+// fidelityRun measured nothing.
+func (fr *fidelityRun) finish() *results.Fidelity {
+	if fr == nil {
+		return nil
+	}
+	if fr.before != nil {
+		after, err := fr.links.Stats()
+		if err != nil {
+			fr.fid.OK, fr.fid.Error = false, err.Error()
+			return fr.fid
+		}
+		fr.fid.LatenessP99 = Lateness(fr.before, after)
+		fr.fid.OK = fr.fid.OK && fr.fid.LatenessP99 <= LatenessLimit
+	}
+	return fr.fid
+}

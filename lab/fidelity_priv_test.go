@@ -1,0 +1,110 @@
+package lab
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/amptcp/amptcp/internal/testenv"
+	"github.com/amptcp/amptcp/lab/results"
+	"github.com/amptcp/amptcp/lab/scenario"
+	"github.com/amptcp/amptcp/lab/topo"
+)
+
+// checkFidelity checks a run of runTopology's lab: its one path, from
+// the client to the server over p1 or p2 (2 ms and 10 Mbit/s each way),
+// measured against that configuration. Whether the run met it depends on
+// the machine's load, so only a measurement far from it fails the test.
+func checkFidelity(t *testing.T, r *results.Run) {
+	t.Helper()
+	f := r.Fidelity
+	if f == nil || len(f.Paths) != 1 {
+		t.Errorf("run %s: fidelity %+v, want the path from client to server", r.ID, f)
+		return
+	}
+	p := f.Paths[0]
+	t.Logf("run %s: fidelity ok %v, p99 lateness %v: %+v", r.ID, f.OK, f.LatenessP99, p)
+	// 4 ms of delay, and a probe of 100 bytes or less serialized twice
+	// at 10 Mbit/s: 160 us at most.
+	if !strings.HasPrefix(p.Name, "client>server via p") || p.RTTWant < 4*time.Millisecond || p.RTTWant > 4200*time.Microsecond {
+		t.Errorf("run %s: path %q wants an RTT of %v, want about 4.1 ms", r.ID, p.Name, p.RTTWant)
+	}
+	// 10 Mbit/s times the payload of a 1514-byte frame (1412 bytes of a
+	// tunnelled TCP segment, or 1448 of a plain one).
+	if p.RateWant < 9.2e6 || p.RateWant > 9.6e6 {
+		t.Errorf("run %s: path wants %.2f Mbit/s, want 9.3 to 9.6", r.ID, p.RateWant/1e6)
+	}
+	if p.RTT < p.RTTWant-RTTTolerance || p.RTT > 2*p.RTTWant || p.Rate < p.RateWant/2 || p.Rate > p.RateWant*1.1 {
+		t.Errorf("run %s: measured RTT %v, %.2f Mbit/s: far from the link's", r.ID, p.RTT, p.Rate/1e6)
+	}
+	if f.OK != (p.OK && f.LatenessP99 <= LatenessLimit) || r.Flagged() == f.OK || f.Error != "" {
+		t.Errorf("run %s: fidelity ok %v flagged %v error %q, path ok %v, p99 lateness %v", r.ID, f.OK, r.Flagged(), f.Error, p.OK, f.LatenessP99)
+	}
+}
+
+// TestRunFlagsAMissedPath runs a scenario whose lab's links are slowed
+// down, behind the runner's back, to 6 ms each way after the lab came
+// up: the measured RTT is three times the configured one, and the run
+// is flagged, in runs.jsonl and in the progress.
+func TestRunFlagsAMissedPath(t *testing.T) {
+	testenv.RequireRoot(t)
+	name := testenv.Prefix + "-fid"
+	exp := strings.Replace(runScenario, "repetitions: 2", "repetitions: 1", 1)
+	s := loadRunScenario(t, name, strings.Replace(exp, "pm: [tcp, subflows 2]", "pm: [tcp]", 1))
+	beforeFidelity = func(links LinkControl) {
+		for _, l := range []string{"p1", "p2"} {
+			if err := links.Apply(topo.Event{Link: l, Action: topo.ActionSet, Delay: "6ms"}); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	defer func() { beforeFidelity = nil }()
+	labOpts := Options{Dir: t.TempDir(), Bin: bin}
+	cleanupLab(t, name, labOpts)
+	out := filepath.Join(t.TempDir(), "results")
+	var progress bytes.Buffer
+	err := RunScenario(context.Background(), s, RunOptions{Lab: labOpts, Out: out, Progress: &progress})
+	t.Logf("progress:\n%s", progress.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := results.Load(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Runs) != 1 {
+		t.Fatalf("%d runs, want 1", len(res.Runs))
+	}
+	r := res.Runs[0]
+	if !r.Flagged() || len(r.Fidelity.Paths) != 1 {
+		t.Fatalf("run not flagged: fidelity %+v", r.Fidelity)
+	}
+	p := r.Fidelity.Paths[0]
+	if p.OK || p.RTTWant > 4200*time.Microsecond || p.RTT < 12*time.Millisecond {
+		t.Errorf("path %+v: want an RTT of 12 ms or more measured against about 4.1 ms configured", p)
+	}
+	if !strings.Contains(progress.String(), "[1/1] warning: the emulation missed its configuration: client>server via p") {
+		t.Errorf("no warning in the progress")
+	}
+}
+
+// loadRunScenario writes runTopology and the scenario exp, both with the
+// lab's name, to a directory of the test and loads the scenario.
+func loadRunScenario(t *testing.T, name, exp string) *scenario.Scenario {
+	t.Helper()
+	dir := t.TempDir()
+	for file, text := range map[string]string{"lab.yaml": runTopology, "exp.yaml": exp} {
+		if err := os.WriteFile(filepath.Join(dir, file), []byte(strings.ReplaceAll(text, "NAME", name)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := scenario.Load(filepath.Join(dir, "exp.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}

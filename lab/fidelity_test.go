@@ -1,0 +1,114 @@
+package lab
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/amptcp/amptcp/lab/linkemu"
+	"github.com/amptcp/amptcp/lab/results"
+	"github.com/amptcp/amptcp/lab/topo"
+)
+
+// fidelityPlan has two emulated links, p1 (10 Mbit/s, 2 ms) and p2
+// (lossy), and a veth link.
+var fidelityPlan = &topo.Plan{Links: []topo.LinkPlan{
+	{Name: "p1", Emulated: true, Params: linkemu.Params{Rate: 10e6, Delay: 2 * time.Millisecond}},
+	{Name: "p2", Emulated: true, Params: linkemu.Params{Rate: 100e6, Delay: 5 * time.Millisecond,
+		Loss: linkemu.Loss{Model: linkemu.Bernoulli, P: 0.01}}},
+	{Name: "veth"},
+}}
+
+// TestFidelityPathFromCounters finds the link directions that carried
+// 20 probes each way (p1 both ways; p2's 3 frames of RLOC probes are not
+// the path) and works out the RTT they configure, with the probes'
+// serialization, and the rate a flow over p1 a-to-b should reach.
+func TestFidelityPathFromCounters(t *testing.T) {
+	before := map[string]linkemu.Stats{"p1": {AB: linkemu.DirStats{FramesIn: 100, BytesIn: 100000}}}
+	after := map[string]linkemu.Stats{
+		"p1": {AB: linkemu.DirStats{FramesIn: 120, BytesIn: 100000 + 20*125},
+			BA: linkemu.DirStats{FramesIn: 21, BytesIn: 21 * 125}},
+		"p2": {AB: linkemu.DirStats{FramesIn: 3, BytesIn: 300}},
+	}
+	used := crossed(before, after, func(frames, _ uint64) bool { return frames >= 20 })
+	if got := pathName(used); got != "p1 a-to-b, p1 b-to-a" {
+		t.Fatalf("path %q, want p1 both ways", got)
+	}
+	// 2 x (2 ms + 125 bytes at 10 Mbit/s = 100 us).
+	if got, want := wantRTT(fidelityPlan, before, after, used), 4200*time.Microsecond; got != want {
+		t.Errorf("configured RTT %v, want %v", got, want)
+	}
+	// 1000 frames of 1514 bytes carried 1412 bytes of payload each.
+	before["p1"] = linkemu.Stats{AB: linkemu.DirStats{Delivered: 0}}
+	after["p1"] = linkemu.Stats{AB: linkemu.DirStats{FramesIn: 1000, Delivered: 1000, DeliveredBytes: 1514000}}
+	data := []linkDir{{"p1", linkemu.AToB}, {"p2", linkemu.AToB}}
+	if got, want := wantRate(fidelityPlan, before, after, data, 1412), 10e6*1412/1514; got != want {
+		t.Errorf("configured rate %.0f, want %.0f (p1's: p2 delivered nothing)", got, want)
+	}
+	if lossy(fidelityPlan, used) || !lossy(fidelityPlan, data) {
+		t.Errorf("lossy: p1 is not, p2 is")
+	}
+	if got := pathName(nil); got != "no emulated link" {
+		t.Errorf("empty path named %q", got)
+	}
+}
+
+// TestLatenessOfTheRun takes the p99 of the frames delivered between two
+// snapshots only: 1000 early frames 5 ms late do not count, and of the
+// run's 200 frames (100 on each link) 3 were between 1 and 2 ms late.
+func TestLatenessOfTheRun(t *testing.T) {
+	var early, run linkemu.Histogram
+	for range 1000 {
+		early.Merge(hist(5 * time.Millisecond))
+	}
+	before := map[string]linkemu.Stats{"p1": {AB: linkemu.DirStats{Lateness: early}}}
+	run = early
+	for i := range 100 {
+		run.Merge(hist(time.Duration(i%50+1) * time.Microsecond))
+	}
+	other := linkemu.Histogram{}
+	for i := range 100 {
+		late := 10 * time.Microsecond
+		if i < 3 {
+			late = 1500 * time.Microsecond
+		}
+		other.Merge(hist(late))
+	}
+	after := map[string]linkemu.Stats{"p1": {AB: linkemu.DirStats{Lateness: run}}, "p2": {BA: linkemu.DirStats{Lateness: other}}}
+	if got, want := Lateness(before, after), 2*time.Millisecond; got != want {
+		t.Errorf("p99 lateness %v, want %v", got, want)
+	}
+	if got := Lateness(after, after); got != 0 {
+		t.Errorf("p99 lateness of nothing %v, want 0", got)
+	}
+}
+
+// hist is a histogram of one frame late by d.
+func hist(d time.Duration) linkemu.Histogram {
+	h := linkemu.Histogram{Count: 1, Sum: d, Max: d}
+	i := 0
+	for i < len(linkemu.LatenessBounds) && d > linkemu.LatenessBounds[i] {
+		i++
+	}
+	h.Counts[i] = 1
+	return h
+}
+
+// TestMissesNamesWhatMissed: the warning names the paths that missed,
+// the lateness over its limit, and the measurement's error.
+func TestMissesNamesWhatMissed(t *testing.T) {
+	f := &results.Fidelity{Paths: []results.PathFidelity{
+		{Name: "a>b via p1 a-to-b", OK: true},
+		{Name: "c>d via p2 a-to-b", RTT: 12 * time.Millisecond, RTTWant: 4 * time.Millisecond, Rate: 9e6, RateWant: 9.3e6},
+	}, LatenessP99: time.Millisecond, Error: "e>f: rtt: none of 20 probes answered"}
+	got := Misses(f)
+	for _, want := range []string{"c>d via p2 a-to-b: RTT 12ms, want 4ms; rate 9.00 Mbit/s, want 9.30",
+		"emulator p99 lateness 1ms, limit 500µs", "none of 20 probes"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("misses %q: no %q", got, want)
+		}
+	}
+	if strings.Contains(got, "a>b") {
+		t.Errorf("misses %q names a path that met its configuration", got)
+	}
+}
