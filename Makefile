@@ -5,13 +5,18 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/amptcp/amptcp/internal/buildinfo.Version=$(VERSION)
 FUZZTIME ?= 1m
 
-.PHONY: help build test deps generate lint unit fuzz-smoke fuzz bench clean
+.PHONY: help build demo test deps generate lint unit fuzz-smoke fuzz bench clean
 
 help: ## list the targets
 	@awk -F':.*## ' '/^[a-z-]+:.*## /{printf "  %-11s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 build: ## build bin/amptcp and bin/lispd
 	$(GO) build -ldflags '$(LDFLAGS)' -o bin/ ./cmd/...
+
+demo: deps build ## papers/001's cloud-access experiment in the lab (a few minutes): a table of completion times, an HTML report
+	@out=results/demo-$$(date +%Y%m%d-%H%M%S); \
+	  bin/amptcp lab run -o $$out docs/scenarios/cloud-access.yaml; rc=$$?; \
+	  if [[ -s $$out/runs.jsonl ]]; then bin/amptcp lab report $$out || rc=1; fi; exit $$rc
 
 test: deps lint unit fuzz-smoke ## install what is missing, lint, run every test (privileged ones as root), fuzz briefly
 
