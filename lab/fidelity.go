@@ -318,8 +318,8 @@ func (c *collector) Record(r traffic.Record) {
 }
 
 // singleFlow runs one saturated TCP flow with cubic from one host to the
-// other and returns the receiver's goodput after rateSkip (bit/s) and
-// the sender's MSS.
+// other and returns the receiver's goodput between rateSkip and the end
+// of sending (bit/s), the slope of its samples, and the sender's MSS.
 func singleFlow(ctx context.Context, plan *topo.Plan, from, to string) (float64, int, error) {
 	addr := serverAddr(plan, to, fidelityPort)
 	f := traffic.Flow{ID: "fidelity", Kind: traffic.Saturate, Protocol: traffic.TCP,
@@ -363,22 +363,47 @@ func singleFlow(ctx context.Context, plan *topo.Plan, from, to string) (float64,
 	}
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
-	var bits float64
-	var span time.Duration
+	var pts []point
 	mss := 0
 	for _, r := range rec.recs {
-		switch {
-		case r.Kind == traffic.KindReceiver && r.Time.Sub(res.Start) >= rateSkip+r.Interval:
-			bits += r.Goodput * r.Interval.Seconds()
-			span += r.Interval
+		switch since := r.Time.Sub(res.Start); {
+		case r.Kind == traffic.KindReceiver && since >= rateSkip && since <= rateDuration:
+			pts = append(pts, point{since.Seconds(), float64(r.BytesReceived) * 8})
 		case r.Kind == traffic.KindSubflow:
 			mss = max(mss, int(r.MSS))
 		}
 	}
-	if span == 0 || mss == 0 {
-		return 0, 0, fmt.Errorf("the flow left no samples after %v (%d records)", rateSkip, len(rec.recs))
+	if len(pts) < 5 || mss == 0 {
+		return 0, 0, fmt.Errorf("the flow left %d samples between %v and %v (%d records)", len(pts), rateSkip, rateDuration, len(rec.recs))
 	}
-	return bits / span.Seconds(), mss, nil
+	return slope(pts), mss, nil
+}
+
+type point struct{ x, y float64 }
+
+// slope is the least-squares slope of the points: the bits received over
+// time. TCP delivers to the application in order, so a loss shows as a
+// stall and then a burst when the hole is filled; a rate taken between
+// two samples counts such a burst whole when the window starts or ends
+// after its stall (5 % too high here), where the slope over all the
+// samples of the window weighs it as one point among many.
+func slope(pts []point) float64 {
+	var sx, sy float64
+	for _, p := range pts {
+		sx += p.x
+		sy += p.y
+	}
+	n := float64(len(pts))
+	mx, my := sx/n, sy/n
+	var sxy, sxx float64
+	for _, p := range pts {
+		sxy += (p.x - mx) * (p.y - my)
+		sxx += (p.x - mx) * (p.x - mx)
+	}
+	if sxx == 0 {
+		return 0
+	}
+	return sxy / sxx
 }
 
 // Lateness is the p99 of the emulator's lateness, over every emulated

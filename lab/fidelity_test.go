@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -110,5 +111,28 @@ func TestMissesNamesWhatMissed(t *testing.T) {
 	}
 	if strings.Contains(got, "a>b") {
 		t.Errorf("misses %q names a path that met its configuration", got)
+	}
+}
+
+// The rate of a flow is the slope of its samples: a burst after a stall
+// (in-order delivery filling a hole) at the window's start counts as one
+// point, where the bytes between the first and the last sample would
+// count it whole. The samples are those a 3.73 Mbit/s path gave, with
+// such a burst first.
+func TestSlopeWeighsABurstAsOnePoint(t *testing.T) {
+	const rate = 3.73e6
+	pts := []point{{0.5, 0}, {0.6, 0.1*rate + 0.1*rate}} // the burst: two intervals' bits at once
+	for i := 2; i <= 15; i++ {
+		x := 0.5 + float64(i)*0.1
+		pts = append(pts, point{x, pts[len(pts)-1].y + 0.1*rate})
+	}
+	first, last := pts[0], pts[len(pts)-1]
+	between := (last.y - first.y) / (last.x - first.x)
+	got := slope(pts)
+	if math.Abs(got-rate)/rate > 0.03 {
+		t.Errorf("slope %.0f bit/s, want %.0f within 3 %% (the samples' ends say %.0f)", got, rate, between)
+	}
+	if math.Abs(between-rate)/rate <= 0.03 {
+		t.Errorf("the test's burst is too small to matter: the ends say %.0f", between)
 	}
 }
