@@ -19,6 +19,7 @@ import (
 	"github.com/amptcp/amptcp/control/mapserver"
 	"github.com/amptcp/amptcp/control/resolver"
 	"github.com/amptcp/amptcp/control/xtr"
+	"github.com/amptcp/amptcp/internal/ctlsock"
 )
 
 // Daemon is a running lispd.
@@ -63,7 +64,7 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Daemon, error) 
 		d.mr = resolver.New(cfg.MapResolver, d.ms, log)
 	}
 	if path := cfg.Control.Socket; path != "" {
-		ln, err := listenControl(path)
+		ln, err := ctlsock.Listen(path, "lispd")
 		if err != nil {
 			d.Close()
 			return nil, err
@@ -128,7 +129,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		wg.Go(func() { d.expire(ctx) })
 	}
 	if d.ctl != nil {
-		wg.Go(func() { d.serveControl(ctx, d.ctl) })
+		wg.Go(func() { d.serveControl(ctx) })
 	}
 	if d.tun != nil {
 		d.tun.run(ctx, &wg)
