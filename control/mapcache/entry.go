@@ -1,11 +1,11 @@
 package mapcache
 
 import (
-	"container/heap"
 	"net/netip"
 	"time"
 
 	"github.com/amptcp/amptcp/dataplane"
+	"github.com/amptcp/amptcp/internal/deadlines"
 	"github.com/amptcp/amptcp/mapping"
 )
 
@@ -18,13 +18,16 @@ type entry struct {
 	up     []bool // each path's Up as last installed
 	// local marks the site's own EID-prefixes, which never expire and
 	// which Map-Replies do not replace.
-	local     bool
-	source    netip.AddrPort // who sent the Map-Reply
-	installed time.Time
-	expires   time.Time
-	lastSMR   time.Time
-	index     int // in the expiry heap, -1 when not in it
+	local          bool
+	source         netip.AddrPort // who sent the Map-Reply
+	installed      time.Time
+	expires        time.Time
+	lastSMR        time.Time
+	deadlines.Slot // in the expiry queue, unless local
 }
+
+// Due is when e expires, for the expiry queue.
+func (e *entry) Due() time.Time { return e.expires }
 
 // dataplaneEntry is what the data plane gets for e, with each path's Up
 // from its R bit and the reachability of its hops. It records those in
@@ -46,11 +49,11 @@ func (c *Cache) dataplaneEntry(e *entry) dataplane.Entry {
 func (c *Cache) put(e *entry) error {
 	old, exists := c.entries.Get(e.key)
 	if !exists && c.entries.Len() >= c.maxEntries {
-		if len(c.expiry) == 0 { // full of local prefixes: nothing may go
+		victim, ok := c.expiry.First()
+		if !ok { // full of local prefixes: nothing may go
 			c.counter.full.Add(1)
 			return errFull
 		}
-		victim := c.expiry[0]
 		c.remove(victim)
 		c.counter.evicted.Add(1)
 	}
@@ -59,14 +62,13 @@ func (c *Cache) put(e *entry) error {
 		c.log.Warn("data plane refused a map-cache entry", "eid", e.key, "error", err)
 		return err
 	}
-	e.index = -1
 	if exists {
 		e.lastSMR = old.lastSMR
-		c.expiry.stop(old)
+		c.expiry.Remove(old)
 	}
 	c.entries.Insert(e.key, e)
 	if !e.local {
-		heap.Push(&c.expiry, e)
+		c.expiry.Schedule(e)
 	}
 	return nil
 }
@@ -78,14 +80,17 @@ func (c *Cache) remove(e *entry) {
 		c.counter.deleteErrors.Add(1)
 		c.log.Warn("data plane did not delete a map-cache entry", "eid", e.key, "error", err)
 	}
-	c.expiry.stop(e)
+	c.expiry.Remove(e)
 	c.entries.Delete(e.key)
 }
 
 // expire removes the entries whose TTL ran out. The caller holds the lock.
 func (c *Cache) expire(now time.Time) {
-	for len(c.expiry) > 0 && !c.expiry[0].expires.After(now) {
-		e := c.expiry[0]
+	for {
+		e, ok := c.expiry.Due(now)
+		if !ok {
+			return
+		}
 		c.remove(e)
 		c.counter.expired.Add(1)
 		c.log.Debug("expired", "eid", e.key)
@@ -181,34 +186,4 @@ func (c *Cache) changed(e *entry) bool {
 		}
 	}
 	return false
-}
-
-// expiryHeap orders the entries that expire by when.
-type expiryHeap []*entry
-
-// stop takes e out of the heap, if it is in it.
-func (h *expiryHeap) stop(e *entry) {
-	if e.index >= 0 {
-		heap.Remove(h, e.index)
-	}
-}
-
-func (h expiryHeap) Len() int           { return len(h) }
-func (h expiryHeap) Less(i, j int) bool { return h[i].expires.Before(h[j].expires) }
-func (h expiryHeap) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].index, h[j].index = i, j
-}
-func (h *expiryHeap) Push(x any) {
-	e := x.(*entry)
-	e.index = len(*h)
-	*h = append(*h, e)
-}
-func (h *expiryHeap) Pop() any {
-	old := *h
-	e := old[len(old)-1]
-	old[len(old)-1] = nil
-	e.index = -1
-	*h = old[:len(old)-1]
-	return e
 }

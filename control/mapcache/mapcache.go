@@ -23,6 +23,7 @@ import (
 	"github.com/amptcp/amptcp/config"
 	"github.com/amptcp/amptcp/control"
 	"github.com/amptcp/amptcp/dataplane"
+	"github.com/amptcp/amptcp/internal/deadlines"
 	"github.com/amptcp/amptcp/mapping"
 )
 
@@ -70,7 +71,7 @@ type Cache struct {
 
 	mu        sync.Mutex
 	entries   *mapping.Table[*entry]
-	expiry    expiryHeap
+	expiry    deadlines.Queue[*entry]
 	pending   map[mapping.EID]*request
 	nonces    map[uint64]*request
 	smrDue    map[mapping.EID]bool // entries an SMR asked to refresh within smrInterval

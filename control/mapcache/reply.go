@@ -85,7 +85,7 @@ func (c *Cache) install(rec *lisp.MapRecord, r *request, src netip.AddrPort, now
 		}
 		return key, NotCached
 	}
-	e := &entry{key: key, source: src, installed: now, expires: now.Add(ttl), index: -1}
+	e := &entry{key: key, source: src, installed: now, expires: now.Add(ttl)}
 	if len(rec.Locators) == 0 {
 		e.action = actionOf(rec.Action)
 	} else {

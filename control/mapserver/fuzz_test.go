@@ -59,8 +59,8 @@ map-server:
 		for _, reg := range s.regs.All() {
 			etrs += len(reg.ETRs)
 		}
-		if etrs != len(s.expiry) {
-			t.Fatalf("%d ETR registrations but %d timers", etrs, len(s.expiry))
+		if etrs != s.expiry.Len() {
+			t.Fatalf("%d ETR registrations but %d timers", etrs, s.expiry.Len())
 		}
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/amptcp/amptcp/internal/deadlines"
 	"github.com/amptcp/amptcp/lisp"
 	"github.com/amptcp/amptcp/mapping"
 )
@@ -43,9 +44,12 @@ type ETR struct {
 	Registers    uint64 // Map-Registers accepted for this prefix from this ETR
 	WantedNotify bool   // M, in its last Map-Register
 
-	reg   *Registration // for the expiry heap
-	index int           // in the expiry heap
+	reg *Registration // for the expiry queue
+	deadlines.Slot
 }
+
+// Due is when the registration expires, for the expiry queue.
+func (e *ETR) Due() time.Time { return e.Expires }
 
 // identity tells ETRs apart: by xTR-ID when they send one (I bit), else by
 // the address they register from.

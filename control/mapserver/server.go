@@ -6,7 +6,6 @@
 package mapserver
 
 import (
-	"container/heap"
 	"context"
 	"log/slog"
 	"net/netip"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/amptcp/amptcp/config"
 	"github.com/amptcp/amptcp/control"
+	"github.com/amptcp/amptcp/internal/deadlines"
 	"github.com/amptcp/amptcp/lisp"
 	"github.com/amptcp/amptcp/mapping"
 )
@@ -32,7 +32,7 @@ type Server struct {
 
 	mu      sync.RWMutex
 	regs    *mapping.Table[*Registration]
-	expiry  expiryHeap
+	expiry  deadlines.Queue[*ETR]
 	counter counters
 }
 
@@ -163,7 +163,7 @@ func (s *Server) apply(site *Site, m *lisp.MapRegister, eids []mapping.EID, src 
 		})
 		etr := reg.find(id)
 		if etr == nil {
-			etr = &ETR{First: now, reg: reg, index: -1}
+			etr = &ETR{First: now, reg: reg}
 			reg.ETRs = append(reg.ETRs, etr)
 		}
 		*etr = ETR{
@@ -171,14 +171,14 @@ func (s *Server) apply(site *Site, m *lisp.MapRegister, eids []mapping.EID, src 
 			ProxyReply: m.ProxyReply, Merge: m.MergeRequest, KeyID: m.Auth.KeyID,
 			First: etr.First, Last: now, Expires: now.Add(s.lifetime(m, rec)),
 			Registers: etr.Registers + 1, WantedNotify: m.WantMapNotify,
-			reg: reg, index: etr.index,
+			reg: reg, Slot: etr.Slot,
 		}
 		// Without the merge bit the ETR's set is the whole set (RFC 9301:
 		// each ETR registers all of the site's locators); with it, it
 		// replaces only its own part among the ETRs that merge.
 		s.drop(reg, reg.keep(func(e *ETR) bool { return e == etr || (etr.Merge && e.Merge) }))
 		reg.merge(s.proxyTTL)
-		s.expiry.schedule(etr)
+		s.expiry.Schedule(etr)
 		if created && s.log.Enabled(context.Background(), slog.LevelDebug) {
 			s.log.Debug("registered", "eid", eids[i], "site", site.Name, "from", src, "rlocs", len(rec.Locators))
 		}
@@ -188,7 +188,7 @@ func (s *Server) apply(site *Site, m *lisp.MapRegister, eids []mapping.EID, src 
 // drop forgets ETR registrations of reg, and reg itself if none is left.
 func (s *Server) drop(reg *Registration, gone []*ETR) {
 	for _, e := range gone {
-		s.expiry.stop(e)
+		s.expiry.Remove(e)
 	}
 	if len(reg.ETRs) == 0 {
 		s.regs.Delete(reg.EID)
@@ -255,8 +255,11 @@ func (s *Server) Expire() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	dropped := 0
-	for s.expiry.Len() > 0 && !s.expiry[0].Expires.After(now) {
-		etr := heap.Pop(&s.expiry).(*ETR)
+	for {
+		etr, ok := s.expiry.Due(now)
+		if !ok {
+			break
+		}
 		reg := etr.reg
 		s.drop(reg, reg.keep(func(e *ETR) bool { return e != etr }))
 		dropped++
@@ -267,44 +270,4 @@ func (s *Server) Expire() int {
 		}
 	}
 	return dropped
-}
-
-// expiryHeap orders ETR registrations by when they expire. Each is in it
-// once: a refresh moves it.
-type expiryHeap []*ETR
-
-// schedule puts etr in the heap, or moves it to its new expiry time.
-func (h *expiryHeap) schedule(etr *ETR) {
-	if etr.index < 0 {
-		heap.Push(h, etr)
-		return
-	}
-	heap.Fix(h, etr.index)
-}
-
-// stop takes etr out of the heap.
-func (h *expiryHeap) stop(etr *ETR) {
-	if etr.index >= 0 {
-		heap.Remove(h, etr.index)
-	}
-}
-
-func (h expiryHeap) Len() int           { return len(h) }
-func (h expiryHeap) Less(i, j int) bool { return h[i].Expires.Before(h[j].Expires) }
-func (h expiryHeap) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].index, h[j].index = i, j
-}
-func (h *expiryHeap) Push(x any) {
-	e := x.(*ETR)
-	e.index = len(*h)
-	*h = append(*h, e)
-}
-func (h *expiryHeap) Pop() any {
-	old := *h
-	e := old[len(old)-1]
-	old[len(old)-1] = nil
-	e.index = -1
-	*h = old[:len(old)-1]
-	return e
 }

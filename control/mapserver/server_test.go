@@ -328,8 +328,8 @@ func TestExpiry(t *testing.T) {
 	if ans := s.Resolve(0, netip.MustParseAddr("10.1.0.1")); ans.Kind != mapping.Unregistered {
 		t.Fatalf("after every ETR expired: %+v", ans)
 	}
-	if c := s.Counters(); c.Expired != 2 || c.Registrations != 0 || len(s.expiry) != 0 {
-		t.Errorf("counters %+v, %d timers left", c, len(s.expiry))
+	if c := s.Counters(); c.Expired != 2 || c.Registrations != 0 || s.expiry.Len() != 0 {
+		t.Errorf("counters %+v, %d timers left", c, s.expiry.Len())
 	}
 }
 
@@ -340,7 +340,7 @@ func TestDeregistration(t *testing.T) {
 	s.HandleRegister(register(t, &lisp.MapRegister{ProxyReply: true, Records: []lisp.MapRecord{rec}}, "key-a"), etr1, &out)
 	rec.TTL = 0
 	s.HandleRegister(register(t, &lisp.MapRegister{Records: []lisp.MapRecord{rec}}, "key-a"), etr1, &out)
-	if c := s.Counters(); c.Registrations != 0 || len(s.expiry) != 0 {
-		t.Errorf("after TTL 0: %d registrations, %d timers", c.Registrations, len(s.expiry))
+	if c := s.Counters(); c.Registrations != 0 || s.expiry.Len() != 0 {
+		t.Errorf("after TTL 0: %d registrations, %d timers", c.Registrations, s.expiry.Len())
 	}
 }
