@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -90,29 +89,6 @@ func startLispd(ctx context.Context, path, dir string, cpu int) (*lispd, error) 
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-}
-
-// findLispd returns the lispd binary to run: path if given, else the one
-// next to the running executable (as `make build` puts them in bin/), else
-// the one in $PATH.
-func findLispd(path string) (string, error) {
-	if path != "" {
-		if _, err := os.Stat(path); err != nil {
-			return "", fmt.Errorf("find lispd: %w", err)
-		}
-		return path, nil
-	}
-	if exe, err := os.Executable(); err == nil {
-		p := filepath.Join(filepath.Dir(exe), "lispd")
-		if st, err := os.Stat(p); err == nil && !st.IsDir() {
-			return p, nil
-		}
-	}
-	p, err := exec.LookPath("lispd")
-	if err != nil {
-		return "", fmt.Errorf("find lispd: not next to this executable nor in $PATH (give --lispd)")
-	}
-	return p, nil
 }
 
 // pinning describes where a process may run, as the kernel says.

@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/amptcp/amptcp/daemon"
+	"github.com/amptcp/amptcp/internal/buildinfo"
 )
 
 // Run starts lispd, measures it and the reference server, stops both by
@@ -19,7 +20,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	lispdPath, err := findLispd(opts.Lispd)
+	lispdPath, err := buildinfo.Program("lispd", opts.Lispd, "--lispd")
 	if err != nil {
 		return nil, err
 	}

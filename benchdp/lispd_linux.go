@@ -224,29 +224,6 @@ func (p *path) logTails() string {
 	return b.String()
 }
 
-// findLispd returns the lispd binary to run: path if given, else the one
-// next to the running executable (as `make build` puts them in bin/), else
-// the one in $PATH.
-func findLispd(path string) (string, error) {
-	if path != "" {
-		if _, err := os.Stat(path); err != nil {
-			return "", fmt.Errorf("find lispd: %w", err)
-		}
-		return path, nil
-	}
-	if exe, err := os.Executable(); err == nil {
-		p := filepath.Join(filepath.Dir(exe), "lispd")
-		if st, err := os.Stat(p); err == nil && !st.IsDir() {
-			return p, nil
-		}
-	}
-	p, err := exec.LookPath("lispd")
-	if err != nil {
-		return "", errors.New("find lispd: not next to this executable nor in $PATH (give --lispd)")
-	}
-	return p, nil
-}
-
 // version runs `prog flag` and returns the first line it prints.
 func version(prog, flag string) string {
 	out, err := exec.Command(prog, flag).Output()

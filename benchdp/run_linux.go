@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/amptcp/amptcp/internal/buildinfo"
 	"github.com/amptcp/amptcp/internal/netns"
 )
 
@@ -103,7 +104,7 @@ func (r *run) phases(ctx context.Context) (*Result, error) {
 	var lispd string
 	var lispdErr error
 	if slices.ContainsFunc(o.Variants, func(v string) bool { return variantByName(v).kind >= kindLISP }) {
-		if lispd, lispdErr = findLispd(o.Lispd); lispdErr == nil {
+		if lispd, lispdErr = buildinfo.Program("lispd", o.Lispd, "--lispd"); lispdErr == nil {
 			res.Environment.Lispd, res.Environment.LispdVersion = lispd, version(lispd, "-version")
 		}
 	}

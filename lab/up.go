@@ -16,6 +16,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/amptcp/amptcp/daemon"
+	"github.com/amptcp/amptcp/internal/buildinfo"
 	"github.com/amptcp/amptcp/internal/netns"
 	"github.com/amptcp/amptcp/lab/topo"
 	"github.com/amptcp/amptcp/mptcp"
@@ -281,22 +282,7 @@ func findBinary(bin, name string) (string, error) {
 	if bin != "" {
 		return filepath.Join(bin, name), nil
 	}
-	self, _ := os.Executable()
-	if self != "" {
-		if p := filepath.Join(filepath.Dir(self), name); isExecutable(p) {
-			return p, nil
-		}
-	}
-	p, err := exec.LookPath(name)
-	if err != nil {
-		return "", fmt.Errorf("find %s: not next to %s nor on PATH (give -bin)", name, self)
-	}
-	return p, nil
-}
-
-func isExecutable(path string) bool {
-	fi, err := os.Stat(path)
-	return err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0
+	return buildinfo.Program(name, "", "-bin")
 }
 
 // start runs a daemon in the node's namespace, in a process group of its
