@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -72,15 +71,8 @@ func runBenchMapRequest(args []string, stdout, stderr io.Writer, usage func(io.W
 		fmt.Fprintln(stderr)
 		flags.PrintDefaults()
 	}
-	if err := flags.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if flags.NArg() > 0 {
-		fmt.Fprintf(stderr, "amptcp bench map-request: unexpected argument %q\n", flags.Arg(0))
-		return 2
+	if status, done := parseOnlyFlags(flags, args, stderr); done {
+		return status
 	}
 	if opts.Prefixes < 1 || opts.Duration <= 0 || opts.Window < 1 {
 		fmt.Fprintln(stderr, "amptcp bench map-request: --prefixes, --duration and --window must be positive")

@@ -67,15 +67,8 @@ func runBenchDataplane(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, "usage: amptcp bench dataplane [flags]\n\n"+dataplaneUsage+"\n")
 		flags.PrintDefaults()
 	}
-	if err := flags.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if flags.NArg() > 0 {
-		fmt.Fprintf(stderr, "amptcp bench dataplane: unexpected argument %q\n", flags.Arg(0))
-		return 2
+	if status, done := parseOnlyFlags(flags, args, stderr); done {
+		return status
 	}
 	// Zero means the default to Validate: refuse it here, where it was
 	// given.

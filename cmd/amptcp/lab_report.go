@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -28,11 +27,8 @@ the numbers mean.
 `)
 	}
 	out := flags.String("o", "", "the report's directory (default DIR/report)")
-	if err := flags.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if status, done := parseFlags(flags, args); done {
+		return status
 	}
 	if flags.NArg() != 1 {
 		flags.Usage()

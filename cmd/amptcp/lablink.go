@@ -48,19 +48,11 @@ func runLabLink(args []string, stderr io.Writer, usage func()) int {
 	delay := flags.String("delay", "", "set: the one-way delay, like 20ms")
 	loss := flags.String("loss", "", "set: a Bernoulli loss probability, like 0.01 or 1%")
 	queue := flags.String("queue", "", "set: the queue, like 64KB or 100 packets")
-	var pos []string
-	for {
-		if err := flags.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return 0
-			}
-			return 2
-		}
-		if flags.NArg() == 0 {
-			break
-		}
-		pos = append(pos, flags.Arg(0))
-		args = flags.Args()[1:]
+	pos, err := parseInterleaved(flags, args)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	} else if err != nil {
+		return 2
 	}
 	if len(pos) != 3 {
 		usage()

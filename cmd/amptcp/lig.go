@@ -115,23 +115,6 @@ and exits with status 1. Flags may also follow EID.
 	return 0
 }
 
-// parseInterleaved parses flags before and after the positional
-// arguments, which it returns: `amptcp lig 10.1.1.1 -m mr` reads as the
-// user meant. The flag package alone stops at the first non-flag.
-func parseInterleaved(flags *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := flags.Parse(args); err != nil {
-			return nil, err
-		}
-		if flags.NArg() == 0 {
-			return pos, nil
-		}
-		pos = append(pos, flags.Arg(0))
-		args = flags.Args()[1:]
-	}
-}
-
 // parseTimeout reads a duration, or a number of seconds as the original
 // lig's -t took it.
 func parseTimeout(s string) (time.Duration, error) {

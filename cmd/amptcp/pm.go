@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -45,15 +44,8 @@ their path comes back. docs/pm.md describes the configuration.
 `)
 		flags.PrintDefaults()
 	}
-	if err := flags.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if flags.NArg() > 0 {
-		fmt.Fprintf(stderr, "amptcp pm: unexpected argument %q\n", flags.Arg(0))
-		return 2
+	if status, done := parseOnlyFlags(flags, args, stderr); done {
+		return status
 	}
 	cfg, err := pm.Load(*cfgPath)
 	if err != nil {
@@ -87,11 +79,8 @@ func runPMStatus(args []string, stdout, stderr io.Writer) int {
 	flags.SetOutput(stderr)
 	socket := flags.String("socket", pm.DefaultControlSocket, "the path manager's control socket")
 	asJSON := flags.Bool("json", false, "print the status as JSON")
-	if err := flags.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if status, done := parseFlags(flags, args); done {
+		return status
 	}
 	st, err := pm.QueryStatus(*socket)
 	if err != nil {
