@@ -131,11 +131,13 @@ func TestUpDown(t *testing.T) {
 	// dropped while the xTRs (and the RTR, for the flows that hash onto
 	// its ELP) resolve each other's sites, which would make an MPTCP
 	// connection fall back to TCP (net.mptcp.syn_retrans_before_tcp_fallback).
-	// Several, from other ports, so that every path is resolved.
-	for range 4 {
-		if err := transfer(st.Prefix+"client", st.Prefix+"server", "10.2.0.2:5201", 64<<10, false); err != nil {
-			t.Fatal(err)
-		}
+	// Several, from other ports, so that every path is resolved: as the
+	// runner warms a lab.
+	if err := warmPair(context.Background(), st.Prefix+"client", st.Prefix+"server", "10.2.0.2:5201"); err != nil {
+		t.Fatal(err)
+	}
+	if err := transfer(st.Prefix+"client", st.Prefix+"server", "10.2.0.2:5201", 1<<20, false); err != nil {
+		t.Fatal(err)
 	}
 	if err := transfer(st.Prefix+"client", st.Prefix+"server", "10.2.0.2:5201", 4<<20, true); err != nil {
 		t.Fatal(err)

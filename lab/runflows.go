@@ -224,10 +224,19 @@ func warm(ctx context.Context, plan *topo.Plan, flows []scenario.Planned) error 
 		}
 		done[pair] = true
 		addr := serverAddr(plan, f.To, scenario.WarmupPort)
-		for range warmConnections {
-			if err := exchange(ctx, plan.Node(f.From).Namespace, plan.Node(f.To).Namespace, addr); err != nil {
-				return fmt.Errorf("%s to %s: %w", f.From, f.To, err)
-			}
+		if err := warmPair(ctx, plan.Node(f.From).Namespace, plan.Node(f.To).Namespace, addr); err != nil {
+			return fmt.Errorf("%s to %s: %w", f.From, f.To, err)
+		}
+	}
+	return nil
+}
+
+// warmPair warms the paths from a client's namespace to a server's
+// address in another: warmConnections exchanges.
+func warmPair(ctx context.Context, clientNS, serverNS, addr string) error {
+	for range warmConnections {
+		if err := exchange(ctx, clientNS, serverNS, addr); err != nil {
+			return err
 		}
 	}
 	return nil
