@@ -9,8 +9,10 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/amptcp/amptcp/internal/testenv"
 	"github.com/amptcp/amptcp/internal/testnet"
@@ -136,22 +138,51 @@ type receiver struct {
 	times chan time.Time
 }
 
-func receive(srv *net.UDPConn) *receiver {
+// receive counts the datagrams arriving on srv and records when the kernel
+// received each (SO_TIMESTAMPNS), so that a late-scheduled reading
+// goroutine does not move the arrival times.
+func receive(t testing.TB, srv *net.UDPConn) *receiver {
+	t.Helper()
 	rc := &receiver{times: make(chan time.Time, 100000)}
+	raw, err := srv.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var serr error
+	if err := raw.Control(func(fd uintptr) {
+		serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1)
+	}); err != nil || serr != nil {
+		t.Fatalf("SO_TIMESTAMPNS: %v %v", err, serr)
+	}
 	go func() {
 		buf := make([]byte, 2000)
+		oob := make([]byte, 128)
 		for {
-			if _, err := srv.Read(buf); err != nil {
+			_, oobn, _, _, err := srv.ReadMsgUDP(buf, oob)
+			if err != nil {
 				return
 			}
 			rc.count.Add(1)
 			select {
-			case rc.times <- time.Now():
+			case rc.times <- kernelTime(oob[:oobn]):
 			default:
 			}
 		}
 	}()
 	return rc
+}
+
+// kernelTime is the SCM_TIMESTAMPNS in oob, or now if there is none.
+func kernelTime(oob []byte) time.Time {
+	msgs, _ := unix.ParseSocketControlMessage(oob)
+	for _, m := range msgs {
+		if m.Header.Level == unix.SOL_SOCKET && m.Header.Type == unix.SCM_TIMESTAMPNS &&
+			len(m.Data) >= int(unsafe.Sizeof(unix.Timespec{})) {
+			ts := (*unix.Timespec)(unsafe.Pointer(&m.Data[0]))
+			return time.Unix(ts.Unix())
+		}
+	}
+	return time.Now()
 }
 
 // settle waits until the receiver's count has not moved for a while.
@@ -164,6 +195,17 @@ func (rc *receiver) settle(quiet time.Duration) int64 {
 			return n
 		}
 		last = n
+	}
+}
+
+// await waits until n datagrams in all have arrived.
+func (rc *receiver) await(t testing.TB, n int64) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); rc.count.Load() < n; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d datagrams arrived in 5 s", rc.count.Load(), n)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 
