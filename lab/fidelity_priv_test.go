@@ -41,6 +41,11 @@ func checkFidelity(t *testing.T, r *results.Run) {
 	if p.RTT < p.RTTWant-RTTTolerance || p.RTT > 2*p.RTTWant || p.Rate < p.RateWant/2 || p.Rate > p.RateWant*1.1 {
 		t.Errorf("run %s: measured RTT %v, %.2f Mbit/s: far from the link's", r.ID, p.RTT, p.Rate/1e6)
 	}
+	// Without the delays, the path costs the serialization and the
+	// stacks: less than with them, by about their 4 ms.
+	if added := p.RTT - p.RTTBase; p.RTTBase <= 0 || added < 3*time.Millisecond || added > 6*time.Millisecond {
+		t.Errorf("run %s: RTT %v, %v without the delays: the links added %v, want about 4 ms", r.ID, p.RTT, p.RTTBase, added)
+	}
 	if f.OK != (p.OK && f.LatenessP99 <= LatenessLimit) || r.Flagged() == f.OK || f.Error != "" {
 		t.Errorf("run %s: fidelity ok %v flagged %v error %q, path ok %v, p99 lateness %v", r.ID, f.OK, r.Flagged(), f.Error, p.OK, f.LatenessP99)
 	}

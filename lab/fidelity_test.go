@@ -100,10 +100,10 @@ func hist(d time.Duration) linkemu.Histogram {
 func TestMissesNamesWhatMissed(t *testing.T) {
 	f := &results.Fidelity{Paths: []results.PathFidelity{
 		{Name: "a>b via p1 a-to-b", OK: true},
-		{Name: "c>d via p2 a-to-b", RTT: 12 * time.Millisecond, RTTWant: 4 * time.Millisecond, Rate: 9e6, RateWant: 9.3e6},
+		{Name: "c>d via p2 a-to-b", RTT: 12 * time.Millisecond, RTTWant: 4 * time.Millisecond, RTTBase: 1500 * time.Microsecond, Rate: 9e6, RateWant: 9.3e6},
 	}, LatenessP99: time.Millisecond, Error: "e>f: rtt: none of 20 probes answered"}
 	got := Misses(f)
-	for _, want := range []string{"c>d via p2 a-to-b: RTT 12ms, want 4ms; rate 9.00 Mbit/s, want 9.30",
+	for _, want := range []string{"c>d via p2 a-to-b: RTT 12ms of 4ms configured (1.5ms without the delays), 9.00 of 9.30 Mbit/s",
 		"emulator p99 lateness 1ms, limit 500µs", "none of 20 probes"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("misses %q: no %q", got, want)

@@ -27,7 +27,7 @@ var (
 	goodFid = &Fidelity{OK: true, LatenessP99: 80 * time.Microsecond,
 		Paths: []PathFidelity{{Name: "l1", RTTWant: 20 * time.Millisecond, RTT: 20100 * time.Microsecond, RateWant: 4e6, Rate: 3.98e6, OK: true}}}
 	badFid = &Fidelity{OK: false, LatenessP99: 2 * time.Millisecond,
-		Paths: []PathFidelity{{Name: "l2", RTTWant: 20 * time.Millisecond, RTT: 25 * time.Millisecond, RateWant: 4e6, Rate: 3.5e6}}}
+		Paths: []PathFidelity{{Name: "l2", RTTWant: 20 * time.Millisecond, RTT: 25 * time.Millisecond, RTTBase: time.Millisecond, RateWant: 4e6, Rate: 3.5e6}}}
 )
 
 // runRecords makes the records of one run starting at start: a 1 MiB
@@ -266,7 +266,7 @@ func TestWriteText(t *testing.T) {
 		"  amptcp/cubic/l2-down  2    2.00  n<6               2.00     2  0       1 !\n",
 		"  kernel/cubic/l2-down  1    2.00  n<6               2.00     2  1       0\n",
 		"  r0004 (kernel/cubic/l2-down): failed: lab up: lispd did not answer\n",
-		"  r0003 (amptcp/cubic/l2-down): missed fidelity: l2 rtt 25ms of 20ms, rate 3.50 of 4.00 Mbit/s; p99 lateness 2ms\n",
+		"  r0003 (amptcp/cubic/l2-down): missed fidelity: l2: RTT 25ms of 20ms configured (1ms without the delays), 3.50 of 4.00 Mbit/s; p99 lateness 2ms\n",
 		"kernel Linux 6.18.0, 2 CPUs, amptcp v0.1-test\n",
 	} {
 		if !strings.Contains(out, want) {
@@ -299,7 +299,7 @@ func TestWrite(t *testing.T) {
 		"<h3>completion 1 MiB (s)</h3>",
 		"<tr class=\"flagged\"><td>amptcp/cubic/l2-down</td><td>2</td>",
 		"<tr class=\"flagged\"><td>r0003</td>",
-		"MISSED: l2 rtt 25ms of 20ms",
+		"MISSED: l2: RTT 25ms of 20ms configured",
 		"<tr class=\"failed\"><td>r0004</td>",
 		"<td>kernel</td><td>Linux 6.18.0</td>",
 		"<td>repetitions</td><td>2</td>",

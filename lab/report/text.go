@@ -84,8 +84,7 @@ func fidelityText(f *Fidelity) string {
 	var parts []string
 	for _, p := range f.Paths {
 		if !p.OK {
-			parts = append(parts, fmt.Sprintf("%s rtt %s of %s, rate %s of %s Mbit/s", p.Name,
-				p.RTT, p.RTTWant, number(p.Rate/1e6), number(p.RateWant/1e6)))
+			parts = append(parts, p.String())
 		}
 	}
 	parts = append(parts, "p99 lateness "+f.LatenessP99.String())
