@@ -3,6 +3,7 @@ package config
 import (
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -28,6 +29,16 @@ type Dataplane struct {
 	// hash of the 5-tuple) or "port-sum" (index = (source port +
 	// destination port) mod the number of paths, papers/001).
 	PathSelection string `yaml:"path-selection"`
+	// SourceSelection is how the ITR picks its own RLOC, and so the RLOC
+	// interface a packet leaves by: "routing" (the kernel's route to the
+	// destination RLOC) or "port-sum" (index = (source port + destination
+	// port) mod the number of RLOC interfaces, in their order: the
+	// multihomed data centre of papers/001, whose downloads are spread
+	// over its own RLOCs). port-sum sends to a gateway per RLOC interface.
+	SourceSelection string `yaml:"source-selection"`
+	// RLOCGateways are the next hops of the RLOC interfaces (by name) for
+	// source-selection port-sum: an IPv4 or IPv6 address each.
+	RLOCGateways map[string]string `yaml:"rloc-gateways"`
 	// MPTCPSubflows "bind" gives each MPTCP subflow of a connection its own
 	// path and keeps it there (papers/000 §IV, stateless); "off" treats
 	// them as any flow.
@@ -142,6 +153,7 @@ type MapServerRef struct {
 // The tunnel routers' defaults.
 const (
 	DefaultPathSelection      = "hash"
+	DefaultSourceSelection    = "routing"
 	DefaultMPTCPSubflows      = "bind"
 	DefaultPathID             = "data-header"
 	DefaultMiss               = "drop"
@@ -163,6 +175,7 @@ func (c *Config) tunnelDefaults() {
 	}
 	if dp := c.Dataplane; dp != nil {
 		setString(&dp.PathSelection, DefaultPathSelection)
+		setString(&dp.SourceSelection, DefaultSourceSelection)
 		setString(&dp.MPTCPSubflows, DefaultMPTCPSubflows)
 		setString(&dp.PathID, DefaultPathID)
 		setString(&dp.Miss, DefaultMiss)
@@ -262,11 +275,36 @@ func (dp *Dataplane) validate(ck *checker, xtr bool) {
 		ck.add("dataplane.instance-id", "%d exceeds the 24 bits of an instance ID", dp.InstanceID)
 	}
 	oneOf(ck, "dataplane.path-selection", dp.PathSelection, "hash", "port-sum")
+	oneOf(ck, "dataplane.source-selection", dp.SourceSelection, "routing", "port-sum")
+	dp.validateGateways(ck)
 	oneOf(ck, "dataplane.mptcp-subflows", dp.MPTCPSubflows, "bind", "off")
 	oneOf(ck, "dataplane.path-id", dp.PathID, "data-header", "previous-hop")
 	oneOf(ck, "dataplane.miss", dp.Miss, "drop", "native-forward")
 	if dp.SubflowIdleTimeout.Duration < time.Second {
 		ck.add("dataplane.subflow-idle-timeout", "must be at least 1s")
+	}
+}
+
+// validateGateways checks that port-sum source selection has a gateway
+// for every RLOC interface, and that every gateway is an address of an
+// RLOC interface.
+func (dp *Dataplane) validateGateways(ck *checker) {
+	for _, name := range slices.Sorted(maps.Keys(dp.RLOCGateways)) {
+		path := "dataplane.rloc-gateways." + name
+		if !slices.Contains(dp.RLOCInterfaces, name) {
+			ck.add(path, "%s is not one of rloc-interfaces", name)
+		}
+		if _, err := netip.ParseAddr(dp.RLOCGateways[name]); err != nil {
+			ck.add(path, "%q is not an IP address", dp.RLOCGateways[name])
+		}
+	}
+	if dp.SourceSelection != "port-sum" {
+		return
+	}
+	for i, name := range dp.RLOCInterfaces {
+		if _, ok := dp.RLOCGateways[name]; !ok && name != "" {
+			ck.add("dataplane.rloc-gateways", "missing the gateway of %s (rloc-interfaces[%d]): source-selection port-sum sends to it", name, i)
+		}
 	}
 }
 

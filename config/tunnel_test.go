@@ -18,6 +18,8 @@ dataplane:
   eid-interfaces: [eth1]
   rloc-interfaces: [eth0, eth2]
   path-selection: port-sum
+  source-selection: port-sum
+  rloc-gateways: {eth0: 198.51.100.254, eth2: 203.0.113.254}
 map-cache:
   map-resolvers: [192.0.2.1, "192.0.2.2:4342"]
   request-timeout: 500ms
@@ -75,7 +77,8 @@ func TestTunnelExamples(t *testing.T) {
 		mc.ProbeInterval.Duration != 5*time.Second || mc.ProbeMisses != DefaultProbeMisses || mc.MaxEntries != DefaultMapCacheEntries {
 		t.Errorf("map-cache = %+v", mc)
 	}
-	if dp := c.Dataplane; dp.PathSelection != "port-sum" || dp.Miss != "drop" || !*dp.ClampMSS {
+	if dp := c.Dataplane; dp.PathSelection != "port-sum" || dp.SourceSelection != "port-sum" ||
+		dp.RLOCGateways["eth2"] != "203.0.113.254" || dp.Miss != "drop" || !*dp.ClampMSS {
 		t.Errorf("dataplane = %+v", dp)
 	}
 
@@ -83,7 +86,7 @@ func TestTunnelExamples(t *testing.T) {
 	if err != nil {
 		t.Fatalf("rtr example: %v", err)
 	}
-	if c.XTR != nil || c.MapCache.ProbeInterval.Duration != 0 || c.Dataplane.InstanceID != 0 {
+	if c.XTR != nil || c.MapCache.ProbeInterval.Duration != 0 || c.Dataplane.InstanceID != 0 || c.Dataplane.SourceSelection != "routing" {
 		t.Errorf("rtr = %+v %+v", c.XTR, c.MapCache)
 	}
 	// The defaults of a map-cache left out.
@@ -114,7 +117,7 @@ xtr:
 func TestTunnelErrors(t *testing.T) {
 	_, err := Parse([]byte(`
 roles: [xtr]
-dataplane: {rloc-interfaces: [eth0, eth0], miss: queue, instance-id: 16777216}
+dataplane: {rloc-interfaces: [eth0, eth0, eth1], miss: queue, instance-id: 16777216, source-selection: port-sum, rloc-gateways: {eth0: 192.0.2.9, eth7: gw}}
 map-cache: {map-resolvers: [resolver], request-timeout: -1s, max-entries: -1, probe-interval: 1ms, probe-misses: -2}
 xtr:
   xtr-id: abc
@@ -135,6 +138,9 @@ xtr:
 		"dataplane.rloc-interfaces[1]: eth0 is already dataplane.rloc-interfaces[0]",
 		"dataplane.instance-id: 16777216 exceeds the 24 bits",
 		`dataplane.miss: "queue" is not one of [drop native-forward]`,
+		"dataplane.rloc-gateways.eth7: eth7 is not one of rloc-interfaces",
+		`dataplane.rloc-gateways.eth7: "gw" is not an IP address`,
+		"dataplane.rloc-gateways: missing the gateway of eth1 (rloc-interfaces[2])",
 		`map-cache.map-resolvers[0]: "resolver" is not an IP address`,
 		"map-cache.request-timeout: must be positive",
 		"map-cache.max-entries: -1 is not between 1 and",

@@ -67,6 +67,9 @@ func New(cfg *config.Dataplane, opts Options) (*Dataplane, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := setGateways(egress, cfg.RLOCInterfaces, cfg.RLOCGateways); err != nil {
+		return nil, err
+	}
 	d := &Dataplane{cfg: cfg, log: opts.Log, misses: make(chan Miss, 1024), stop: make(chan struct{})}
 	if err := d.load(cfg, opts, rlocs, egress); err != nil {
 		return nil, err
@@ -126,6 +129,7 @@ func (d *Dataplane) load(cfg *config.Dataplane, opts Options, rlocs []localRLOC,
 	settings := map[string]any{
 		"cfg_iid":              cfg.InstanceID,
 		"cfg_port_sum":         flag(cfg.PathSelection == "port-sum"),
+		"cfg_source_port_sum":  flag(cfg.SourceSelection == "port-sum"),
 		"cfg_bind_subflows":    flag(cfg.MPTCPSubflows != "off"),
 		"cfg_previous_hop":     flag(cfg.PathID == "previous-hop"),
 		"cfg_miss_native":      flag(cfg.Miss == "native-forward"),
@@ -217,6 +221,28 @@ func rlocsOf(underlay []*net.Interface) ([]localRLOC, []lispEgressIf, error) {
 		egress = append(egress, e)
 	}
 	return rlocs, egress, nil
+}
+
+// setGateways writes the gateway of each RLOC interface (egress is in
+// the order of names) from the configuration's rloc-gateways.
+func setGateways(egress []lispEgressIf, names []string, gateways map[string]string) error {
+	for i, name := range names {
+		gw, ok := gateways[name]
+		if !ok {
+			continue
+		}
+		a, err := netip.ParseAddr(gw)
+		if err != nil {
+			return fmt.Errorf("dataplane.rloc-gateways.%s: %w", name, err)
+		}
+		eg := &egress[i].Eg
+		if a = a.Unmap(); a.Is4() {
+			eg.Gw4 = addrWords(a).A[0]
+		} else {
+			eg.Gw6, eg.HasGw6 = addrWords(a), 1
+		}
+	}
+	return nil
 }
 
 // setRLOCs puts every RLOC and RLOC interface in the maps that hold

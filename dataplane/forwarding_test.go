@@ -23,6 +23,7 @@ type sites struct {
 	net                      *testnet.Net
 	hostA, xtrA, xtrB, hostB *testnet.Node
 	dpA, dpB                 *dataplane.Dataplane
+	rlocA                    [2]string // xtrA's RLOC interfaces
 }
 
 func newSites(t *testing.T, dp config.Dataplane) *sites {
@@ -37,11 +38,14 @@ func newSites(t *testing.T, dp config.Dataplane) *sites {
 	s.xtrA.EnableForwarding()
 	s.xtrB.EnableForwarding()
 
-	load := func(nd *testnet.Node, eid *testnet.Link, rlocs ...*testnet.Link) *dataplane.Dataplane {
+	// Each xTR's gateway on a link is the other's address.
+	load := func(nd *testnet.Node, eid *testnet.Link, gateways []string, rlocs ...*testnet.Link) *dataplane.Dataplane {
 		cfg := dp
 		cfg.EIDInterfaces = []string{eid.Iface(nd)}
-		for _, l := range rlocs {
+		cfg.RLOCGateways = map[string]string{}
+		for i, l := range rlocs {
 			cfg.RLOCInterfaces = append(cfg.RLOCInterfaces, l.Iface(nd))
+			cfg.RLOCGateways[l.Iface(nd)] = gateways[i]
 		}
 		c := config.Config{Roles: []config.Role{config.RoleXTR}, Dataplane: &cfg}
 		c.Defaults()
@@ -52,14 +56,18 @@ func newSites(t *testing.T, dp config.Dataplane) *sites {
 		t.Cleanup(func() { d.Close() })
 		return d
 	}
-	s.dpA = load(s.xtrA, siteA, a1, a2)
-	s.dpB = load(s.xtrB, siteB, a1, a2)
+	s.dpA = load(s.xtrA, siteA, []string{"192.0.2.2", "192.0.2.6"}, a1, a2)
+	s.dpB = load(s.xtrB, siteB, []string{"192.0.2.1", "192.0.2.5"}, a1, a2)
+	s.rlocA = [2]string{a1.Iface(s.xtrA), a2.Iface(s.xtrA)}
 	put(t, s.dpA, "10.1.0.0/24", dataplane.Entry{Action: dataplane.NativelyForward})
 	put(t, s.dpA, "10.2.0.0/24", twoRLOCs("192.0.2.2", "192.0.2.6"))
 	put(t, s.dpB, "10.2.0.0/24", dataplane.Entry{Action: dataplane.NativelyForward})
 	put(t, s.dpB, "10.1.0.0/24", twoRLOCs("192.0.2.1", "192.0.2.5"))
 	return s
 }
+
+// hostA is hostA's first address, from any port.
+var hostA = netip.MustParseAddrPort("10.1.0.1:0")
 
 func twoRLOCs(a, b string) dataplane.Entry {
 	path := func(addr string) dataplane.Path {
@@ -75,9 +83,10 @@ func put(t *testing.T, d *dataplane.Dataplane, prefix string, e dataplane.Entry)
 	}
 }
 
-// transfer sends n random bytes from hostA (from the local address, over
-// MPTCP or not) to a server on hostB that hashes them, and checks the hash.
-func (s *sites) transfer(t *testing.T, local string, mptcp bool, n int) {
+// transfer sends n random bytes from hostA (from the local address and
+// port, over MPTCP or not) to a server on hostB that hashes them, and
+// checks the hash.
+func (s *sites) transfer(t *testing.T, local netip.AddrPort, mptcp bool, n int) {
 	t.Helper()
 	ln, err := s.hostB.Listen("tcp", "10.2.0.1:0")
 	if err != nil {
@@ -95,7 +104,7 @@ func (s *sites) transfer(t *testing.T, local string, mptcp bool, n int) {
 		io.Copy(h, c)
 		got <- [32]byte(h.Sum(nil))
 	}()
-	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(local)}}
+	d := &net.Dialer{LocalAddr: net.TCPAddrFromAddrPort(local)}
 	d.SetMultipathTCP(mptcp)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -137,7 +146,7 @@ func counters(t *testing.T, d *dataplane.Dataplane) dataplane.Counters {
 // decapsulated by xtrB, and the other way for the ACKs.
 func TestForwardingTCP(t *testing.T) {
 	s := newSites(t, config.Dataplane{})
-	s.transfer(t, "10.1.0.1", false, 8<<20)
+	s.transfer(t, hostA, false, 8<<20)
 	a, b := counters(t, s.dpA), counters(t, s.dpB)
 	if a["itr_encapsulated"] == 0 || b["etr_decapsulated"] == 0 || b["itr_encapsulated"] == 0 || a["etr_decapsulated"] == 0 {
 		t.Errorf("xtrA %v\nxtrB %v", nonZero(a), nonZero(b))
@@ -169,7 +178,7 @@ func TestForwardingMPTCPSubflowsOnDistinctPaths(t *testing.T) {
 	if out, err := s.hostB.Exec(t, "ip", "mptcp", "limits", "set", "subflows", "2"); err != nil {
 		t.Fatalf("%v %s", err, out)
 	}
-	s.transfer(t, "10.1.0.1", true, 32<<20)
+	s.transfer(t, hostA, true, 32<<20)
 
 	subs, err := s.dpA.Subflows()
 	if err != nil {
@@ -208,4 +217,49 @@ func nonZero(c dataplane.Counters) map[string]uint64 {
 		}
 	}
 	return m
+}
+
+// With source-selection port-sum, xtrA spreads flows to site B over its
+// two RLOC interfaces by the port sum, although site B has one RLOC and
+// the route to it leaves by the first: papers/001's multihomed data
+// centre sending downloads. Two flows whose port sums differ by one
+// leave by different interfaces, each delivered intact.
+func TestSourceByPortSum(t *testing.T) {
+	s := newSites(t, config.Dataplane{PathSelection: "port-sum", SourceSelection: "port-sum", MPTCPSubflows: "off"})
+	put(t, s.dpA, "10.2.0.0/24", dataplane.Entry{Paths: twoRLOCs("192.0.2.2", "192.0.2.6").Paths[:1]})
+	var used []int
+	for _, port := range []uint16{40000, 40001} {
+		before := s.txBytes(t)
+		s.transfer(t, netip.AddrPortFrom(hostA.Addr(), port), false, 4<<20)
+		after := s.txBytes(t)
+		sent := [2]uint64{after[0] - before[0], after[1] - before[1]}
+		switch {
+		case sent[0] >= 4<<20 && sent[1] < 1<<20:
+			used = append(used, 0)
+		case sent[1] >= 4<<20 && sent[0] < 1<<20:
+			used = append(used, 1)
+		default:
+			t.Fatalf("from port %d: xtrA sent %d and %d bytes by its interfaces, want 4 MiB by one", port, sent[0], sent[1])
+		}
+	}
+	if used[0] == used[1] {
+		t.Errorf("flows whose port sums differ by one both left by interface %d", used[0])
+	}
+	if c := counters(t, s.dpA); c["itr_source_by_port_sum"] == 0 || c["itr_no_route"] != 0 {
+		t.Errorf("xtrA %v", nonZero(c))
+	}
+}
+
+// txBytes are the bytes xtrA's RLOC interfaces sent.
+func (s *sites) txBytes(t *testing.T) [2]uint64 {
+	t.Helper()
+	var out [2]uint64
+	for i, name := range s.rlocA {
+		l, err := s.xtrA.Netlink().LinkByName(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[i] = l.Attrs().Statistics.TxBytes
+	}
+	return out
 }

@@ -31,6 +31,13 @@ type lispEgress struct {
 	Mtu  uint16
 	Has4 uint8
 	Has6 uint8
+	Gw4  uint32
+	Gw6  struct {
+		_ structs.HostLayout
+		A [4]uint32
+	}
+	HasGw6 uint8
+	Pad    [3]uint8
 }
 
 type lispEgressIf struct {
@@ -46,6 +53,13 @@ type lispEgressIf struct {
 		Mtu  uint16
 		Has4 uint8
 		Has6 uint8
+		Gw4  uint32
+		Gw6  struct {
+			_ structs.HostLayout
+			A [4]uint32
+		}
+		HasGw6 uint8
+		Pad    [3]uint8
 	}
 }
 
@@ -182,6 +196,7 @@ const (
 	lispVarCfgPreviousHop    = "cfg_previous_hop"
 	lispVarCfgRlocs          = "cfg_rlocs"
 	lispVarCfgRtr            = "cfg_rtr"
+	lispVarCfgSourcePortSum  = "cfg_source_port_sum"
 	lispVarSubflowEpoch      = "subflow_epoch"
 )
 
@@ -267,6 +282,7 @@ type lispVariableSpecs struct {
 	CfgPreviousHop    *ebpf.VariableSpec `ebpf:"cfg_previous_hop"`
 	CfgRlocs          *ebpf.VariableSpec `ebpf:"cfg_rlocs"`
 	CfgRtr            *ebpf.VariableSpec `ebpf:"cfg_rtr"`
+	CfgSourcePortSum  *ebpf.VariableSpec `ebpf:"cfg_source_port_sum"`
 	SubflowEpoch      *ebpf.VariableSpec `ebpf:"subflow_epoch"`
 }
 
@@ -340,6 +356,7 @@ type lispVariables struct {
 	CfgPreviousHop    *ebpf.Variable `ebpf:"cfg_previous_hop"`
 	CfgRlocs          *ebpf.Variable `ebpf:"cfg_rlocs"`
 	CfgRtr            *ebpf.Variable `ebpf:"cfg_rtr"`
+	CfgSourcePortSum  *ebpf.Variable `ebpf:"cfg_source_port_sum"`
 	SubflowEpoch      *ebpf.Variable `ebpf:"subflow_epoch"`
 }
 

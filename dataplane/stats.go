@@ -21,7 +21,7 @@ type Counters map[string]uint64
 var counterNames = []string{
 	"itr_encapsulated", "itr_natively_forwarded", "itr_miss_dropped", "itr_miss_natively_forwarded",
 	"itr_miss_reported", "itr_miss_lost", "itr_action_dropped", "itr_no_path", "itr_no_route",
-	"itr_no_source", "itr_too_big", "itr_mss_clamped", "itr_encapsulation_failed", "itr_not_ip", "itr_link_local",
+	"itr_no_source", "itr_source_by_port_sum", "itr_too_big", "itr_mss_clamped", "itr_encapsulation_failed", "itr_not_ip", "itr_link_local",
 	"etr_decapsulated", "etr_malformed", "etr_fragment", "etr_decapsulation_failed",
 	"rtr_reencapsulated", "rtr_miss", "rtr_no_route", "rtr_ttl_expired", "rtr_family_change",
 	"rtr_ambiguous",

@@ -46,6 +46,7 @@ struct addr {
  * that the verifier prunes what a router does not use. */
 volatile const __u32 cfg_iid = 0;		  /* host order; 0: no I bit */
 volatile const __u8 cfg_port_sum = 0;		  /* path-selection: port-sum */
+volatile const __u8 cfg_source_port_sum = 0;	  /* source-selection: port-sum */
 volatile const __u8 cfg_bind_subflows = 1;	  /* mptcp-subflows: bind */
 volatile const __u8 cfg_previous_hop = 0;	  /* path-id: previous-hop */
 volatile const __u8 cfg_miss_native = 0;	  /* miss: native-forward */
@@ -106,13 +107,18 @@ struct rloc_key {
 	struct addr addr;
 };
 
-/* What an RLOC interface sends encapsulated packets with. */
+/* What an RLOC interface sends encapsulated packets with, and its
+ * gateways for source-selection port-sum (gw4 0, has_gw6 0: none). */
 struct egress {
 	__u32 src4;
 	struct addr src6;
 	__u16 mtu;
 	__u8 has4;
 	__u8 has6;
+	__u32 gw4;
+	struct addr gw6;
+	__u8 has_gw6;
+	__u8 pad[3];
 };
 
 /* An RLOC interface and what it sends with. */
@@ -190,6 +196,7 @@ enum counter {
 	C_ITR_NO_PATH,	     /* no path up */
 	C_ITR_NO_ROUTE,	     /* no route to the RLOC */
 	C_ITR_NO_SOURCE,     /* egress interface has no RLOC of the family */
+	C_ITR_SOURCE_PORT_SUM, /* own RLOC chosen by the port sum */
 	C_ITR_TOO_BIG,
 	C_ITR_MSS_CLAMPED,
 	C_ITR_ENCAP_FAILED,

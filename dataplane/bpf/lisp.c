@@ -180,6 +180,36 @@ static __always_inline void clamp_mss(struct __sk_buff *skb, const struct pkt *p
 	count(C_ITR_MSS_CLAMPED);
 }
 
+/* source_by_port_sum picks the ITR's own RLOC interface by papers/001's
+ * port sum, (source port + destination port) mod the number of RLOC
+ * interfaces (source-selection port-sum; the first FAST_EGRESS count): a
+ * multihomed site spreads what it sends over its RLOCs, which routing by
+ * the destination would not. It fills eg with what the interface sends
+ * with, and fib with the interface and its gateway as the next hop for
+ * transmit; 0 leaves the choice to the route. */
+static __always_inline int source_by_port_sum(const struct pkt *p, __u8 family, struct bpf_fib_lookup *fib,
+					      struct egress *eg)
+{
+	__u32 n = cfg_n_egress < FAST_EGRESS ? cfg_n_egress : FAST_EGRESS;
+	if (!cfg_source_port_sum || n < 2)
+		return 0;
+	__u32 i = (bpf_ntohs(p->sport) + bpf_ntohs(p->dport)) % n;
+	if (i >= FAST_EGRESS)
+		return 0;
+	*eg = cfg_egress[i].eg;
+	if (family == AF_INET ? !(eg->has4 && eg->gw4) : !(eg->has6 && eg->has_gw6))
+		return 0;
+	__builtin_memset(fib, 0, sizeof(*fib));
+	fib->family = family;
+	fib->ifindex = cfg_egress[i].ifindex;
+	if (family == AF_INET)
+		fib->ipv4_dst = eg->gw4;
+	else
+		__builtin_memcpy(fib->ipv6_dst, &eg->gw6, 16);
+	count(C_ITR_SOURCE_PORT_SUM);
+	return 1;
+}
+
 /* Where the ITR sends a packet: the first hop of its path, and the path
  * ID for the data header (0: none); and the packet's flow_hash. */
 struct target {
@@ -199,15 +229,18 @@ __noinline int encapsulate(struct __sk_buff *skb, const struct pkt *p, struct tc
 	__u8 family = t->family, pid = t->pid;
 	const struct addr *dst = &t->dst;
 	struct bpf_fib_lookup fib;
-	long rc = route(skb, family, dst, &fib);
-	if (rc != BPF_FIB_LKUP_RET_SUCCESS && rc != BPF_FIB_LKUP_RET_NO_NEIGH) {
-		count(C_ITR_NO_ROUTE);
-		return TC_ACT_SHOT;
-	}
 	struct egress egress, *eg = &egress;
-	if (egress_of(fib.ifindex, eg) || (family == AF_INET ? !eg->has4 : !eg->has6)) {
-		count(C_ITR_NO_SOURCE);
-		return TC_ACT_SHOT;
+	long rc = BPF_FIB_LKUP_RET_NO_NEIGH; /* transmit resolves the gateway */
+	if (!source_by_port_sum(p, family, &fib, eg)) {
+		rc = route(skb, family, dst, &fib);
+		if (rc != BPF_FIB_LKUP_RET_SUCCESS && rc != BPF_FIB_LKUP_RET_NO_NEIGH) {
+			count(C_ITR_NO_ROUTE);
+			return TC_ACT_SHOT;
+		}
+		if (egress_of(fib.ifindex, eg) || (family == AF_INET ? !eg->has4 : !eg->has6)) {
+			count(C_ITR_NO_SOURCE);
+			return TC_ACT_SHOT;
+		}
 	}
 	__u32 overhead = family == AF_INET ? OVERHEAD4 : OVERHEAD6;
 	clamp_mss(skb, p, o, eg->mtu, overhead);

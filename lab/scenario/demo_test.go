@@ -27,8 +27,8 @@ func TestDemoScenario(t *testing.T) {
 	}
 	for _, p := range plan {
 		for _, f := range p.Traffic {
-			if f.Direction != traffic.Upload || f.Protocol != traffic.MPTCP || f.CongestionControl != "cubic" {
-				t.Errorf("flow %s: %+v, want an MPTCP upload with cubic", f.ID, f)
+			if f.Direction != traffic.Download || f.Protocol != traffic.MPTCP || f.CongestionControl != "cubic" {
+				t.Errorf("flow %s: %+v, want an MPTCP download with cubic", f.ID, f)
 			}
 		}
 	}

@@ -147,8 +147,9 @@ func (c *compiler) configs() error {
 			}
 		case RoleXTR:
 			s := c.sites[n.Site]
-			dp := &config.Dataplane{InstanceID: c.t.InstanceID,
-				PathSelection: c.nodes[n.Name].PathSelection, MPTCPSubflows: c.nodes[n.Name].MPTCPSubflows}
+			node := c.nodes[n.Name]
+			dp := &config.Dataplane{InstanceID: c.t.InstanceID, PathSelection: node.PathSelection,
+				SourceSelection: node.SourceSelection, MPTCPSubflows: node.MPTCPSubflows}
 			for _, iface := range n.Interfaces {
 				if iface.EID {
 					dp.EIDInterfaces = append(dp.EIDInterfaces, iface.Name)
@@ -156,6 +157,12 @@ func (c *compiler) configs() error {
 			}
 			for _, iface := range c.rlocLinks(n) {
 				dp.RLOCInterfaces = append(dp.RLOCInterfaces, iface.Name)
+				if node.SourceSelection == "port-sum" {
+					if dp.RLOCGateways == nil {
+						dp.RLOCGateways = map[string]string{}
+					}
+					dp.RLOCGateways[iface.Name] = c.plan.Node(iface.Peer).Interface(iface.Link).Address.Addr().String()
+				}
 			}
 			x := &config.XTR{DatabaseMappings: []config.DatabaseMapping{{EIDPrefix: s.EIDPrefix.String(),
 				TTL: config.Duration{Duration: recordTTL}, Locators: s.Locators}}}

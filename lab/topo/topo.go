@@ -80,10 +80,13 @@ type Node struct {
 	// the EID side, the others, but those to a map-server, the RLOC side.
 	EIDLinks  []string `yaml:"eid-links"`
 	RLOCLinks []string `yaml:"rloc-links"`
-	// PathSelection and MPTCPSubflows are an xtr's data-plane settings
-	// of the same names (docs/routers.md); lispd's defaults if left out.
-	PathSelection string `yaml:"path-selection"`
-	MPTCPSubflows string `yaml:"mptcp-subflows"`
+	// PathSelection, SourceSelection and MPTCPSubflows are an xtr's
+	// data-plane settings of the same names (docs/routers.md); lispd's
+	// defaults if left out. With source-selection port-sum, the gateway
+	// of each RLOC link is the neighbour on it.
+	PathSelection   string `yaml:"path-selection"`
+	SourceSelection string `yaml:"source-selection"`
+	MPTCPSubflows   string `yaml:"mptcp-subflows"`
 }
 
 // Site is a LISP site: an EID prefix behind one xTR.

@@ -226,6 +226,29 @@ func TestCompileIsDeterministic(t *testing.T) {
 	}
 }
 
+// An xtr choosing its own RLOC by the port sum sends each RLOC link's
+// packets to the neighbour on it.
+func TestSourceSelectionGateways(t *testing.T) {
+	text := strings.Replace(string(docExample(t)), "{name: xtra, role: xtr, site: a}",
+		"{name: xtra, role: xtr, site: a, source-selection: port-sum}", 1)
+	top, err := Parse([]byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Compile(top, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dp := p.Node("xtra").Lispd.Dataplane
+	if dp.SourceSelection != "port-sum" || len(dp.RLOCGateways) != 2 ||
+		dp.RLOCGateways["eth1"] != "10.255.0.2" || dp.RLOCGateways["eth2"] != "10.255.0.10" {
+		t.Errorf("xtra's dataplane: source-selection %q, gateways %v", dp.SourceSelection, dp.RLOCGateways)
+	}
+	if dp := p.Node("xtrb").Lispd.Dataplane; dp.SourceSelection != "routing" || len(dp.RLOCGateways) != 0 {
+		t.Errorf("xtrb's dataplane: source-selection %q, gateways %v", dp.SourceSelection, dp.RLOCGateways)
+	}
+}
+
 func TestValidateNamesEveryField(t *testing.T) {
 	const bad = `
 name: Bad_Name
@@ -234,7 +257,7 @@ nodes:
   - {name: h1, role: host, pm: {policy: fullmesh, subflows: 2}}
   - {name: h1, role: switch}
   - {name: x, role: xtr}
-  - {name: r, role: rtr, site: a, eid-links: [l]}
+  - {name: r, role: rtr, site: a, eid-links: [l], source-selection: port-sum}
 sites:
   - {name: a, eid-prefix: 10.1.0.1/24, elps: [[x]]}
 links:
@@ -260,6 +283,7 @@ timeline:
 		"nodes[2].site: missing",
 		"nodes[3].site: only hosts and xtrs",
 		"nodes[3].eid-links: only an xtr has it",
+		"nodes[3].source-selection: only an xtr has it",
 		"sites[0].eid-prefix: 10.1.0.1/24 has host bits set",
 		`sites[0].elps[0][0]: "x" is not an rtr node`,
 		`links[0].ends[1]: "nowhere" is not a node`,

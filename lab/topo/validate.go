@@ -106,7 +106,8 @@ func (t *Topology) validateNodes(ck *checker) map[string]*Node {
 		}
 		if n.Role != RoleXTR {
 			for field, set := range map[string]bool{"eid-links": n.EIDLinks != nil, "rloc-links": n.RLOCLinks != nil,
-				"path-selection": n.PathSelection != "", "mptcp-subflows": n.MPTCPSubflows != ""} {
+				"path-selection": n.PathSelection != "", "source-selection": n.SourceSelection != "",
+				"mptcp-subflows": n.MPTCPSubflows != ""} {
 				if set {
 					ck.add(path+"."+field, "only an xtr has it")
 				}
