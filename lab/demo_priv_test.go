@@ -1,53 +1,12 @@
 package lab
 
 import (
-	"bytes"
-	"context"
-	"os"
-	"path/filepath"
-	"regexp"
 	"testing"
 	"time"
 
 	"github.com/amptcp/amptcp/internal/testenv"
-	"github.com/amptcp/amptcp/lab/results"
-	"github.com/amptcp/amptcp/lab/scenario"
 	"github.com/amptcp/amptcp/lab/traffic"
 )
-
-// shortDemo writes a shortened copy of `make demo`'s scenario
-// (docs/scenarios/cloud-access.yaml) and its topology into a temporary
-// directory, under the lab name name: one repetition of 256 KiB and
-// 2 MiB.
-func shortDemo(t *testing.T, name string) string {
-	t.Helper()
-	dir := t.TempDir()
-	for file, edits := range map[string][][2]string{
-		"cloud-access-topology.yaml": {{`(?m)^name: .*$`, "name: " + name}},
-		"cloud-access.yaml": {
-			{`(?m)^name: .*$`, "name: " + name},
-			{`(?m)^sizes: .*$`, "sizes: [256KiB, 2MiB]"},
-			{`(?m)^repetitions: .*$`, "repetitions: 1"},
-			{`(?m)^timeout: .*$`, "timeout: 30s"},
-		},
-	} {
-		b, err := os.ReadFile(filepath.Join("..", "docs", "scenarios", file))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, e := range edits {
-			re := regexp.MustCompile(e[0])
-			if !re.Match(b) {
-				t.Fatalf("%s has no line %s to shorten", file, e[0])
-			}
-			b = re.ReplaceAll(b, []byte(e[1]))
-		}
-		if err := os.WriteFile(filepath.Join(dir, file), b, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return filepath.Join(dir, "cloud-access.yaml")
-}
 
 // TestDemoScenario runs `make demo`'s experiment, shortened, and checks
 // what papers/001 §IV.C shows: every run succeeds; TCP and MPTCP with the
@@ -57,24 +16,16 @@ func shortDemo(t *testing.T, name string) string {
 // 8 Mbit/s, takes at most 3/4 of TCP's time (the paper: nearly half).
 func TestDemoScenario(t *testing.T) {
 	testenv.RequireRoot(t)
-	name := testenv.Prefix + "-demo"
-	s, err := scenario.Load(shortDemo(t, name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	labOpts := Options{Dir: t.TempDir(), Bin: bin}
-	cleanupLab(t, name, labOpts)
-	out := filepath.Join(t.TempDir(), "results")
-	var progress bytes.Buffer
-	err = RunScenario(context.Background(), s, RunOptions{Lab: labOpts, Out: out, Progress: &progress, ScenarioFile: "cloud-access.yaml"})
-	t.Logf("progress:\n%s", progress.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := results.Load(out)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// Shortened: one repetition of 256 KiB and 2 MiB.
+	s := shortDocScenario(t, testenv.Prefix+"-demo", "cloud-access.yaml", map[string][][2]string{
+		"cloud-access-topology.yaml": nil,
+		"cloud-access.yaml": {
+			{`(?m)^sizes: .*$`, "sizes: [256KiB, 2MiB]"},
+			{`(?m)^repetitions: .*$`, "repetitions: 1"},
+			{`(?m)^timeout: .*$`, "timeout: 30s"},
+		},
+	})
+	res, _ := runTestScenario(t, s, "cloud-access.yaml")
 	wantSubflows := map[string]int{"tcp": 1, "default": 1, "amptcp": 2, "subflows 3": 3}
 	completion := map[string]time.Duration{}
 	if len(res.Runs) != len(wantSubflows) {

@@ -1,8 +1,6 @@
 package lab
 
 import (
-	"bytes"
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,9 +14,10 @@ import (
 )
 
 // checkFidelity checks a run of runTopology's lab: its one path, from
-// the client to the server over p1 or p2 (2 ms and 10 Mbit/s each way),
-// measured against that configuration. Whether the run met it depends on
-// the machine's load, so only a measurement far from it fails the test.
+// the server to the client (a download's data) over p1 or p2 (2 ms and
+// 10 Mbit/s each way), measured against that configuration. Whether the
+// run met it depends on the machine's load, so only a measurement far
+// from it fails the test.
 func checkFidelity(t *testing.T, r *results.Run) {
 	t.Helper()
 	f := r.Fidelity
@@ -30,7 +29,7 @@ func checkFidelity(t *testing.T, r *results.Run) {
 	t.Logf("run %s: fidelity ok %v, p99 lateness %v: %+v", r.ID, f.OK, f.LatenessP99, p)
 	// 4 ms of delay, and a probe of 100 bytes or less serialized twice
 	// at 10 Mbit/s: 160 us at most.
-	if !strings.HasPrefix(p.Name, "client>server via p") || p.RTTWant < 4*time.Millisecond || p.RTTWant > 4200*time.Microsecond {
+	if !strings.HasPrefix(p.Name, "server>client via p") || p.RTTWant < 4*time.Millisecond || p.RTTWant > 4200*time.Microsecond {
 		t.Errorf("run %s: path %q wants an RTT of %v, want about 4.1 ms", r.ID, p.Name, p.RTTWant)
 	}
 	// 10 Mbit/s times the payload of a 1514-byte frame (1412 bytes of a
@@ -68,19 +67,7 @@ func TestRunFlagsAMissedPath(t *testing.T) {
 		}
 	}
 	defer func() { beforeFidelity = nil }()
-	labOpts := Options{Dir: t.TempDir(), Bin: bin}
-	cleanupLab(t, name, labOpts)
-	out := filepath.Join(t.TempDir(), "results")
-	var progress bytes.Buffer
-	err := RunScenario(context.Background(), s, RunOptions{Lab: labOpts, Out: out, Progress: &progress})
-	t.Logf("progress:\n%s", progress.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := results.Load(out)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res, progress := runTestScenario(t, s, "exp.yaml")
 	if len(res.Runs) != 1 {
 		t.Fatalf("%d runs, want 1", len(res.Runs))
 	}
@@ -92,7 +79,7 @@ func TestRunFlagsAMissedPath(t *testing.T) {
 	if p.OK || p.RTTWant > 4200*time.Microsecond || p.RTT < 12*time.Millisecond {
 		t.Errorf("path %+v: want an RTT of 12 ms or more measured against about 4.1 ms configured", p)
 	}
-	if !strings.Contains(progress.String(), "[1/1] warning: the emulation missed its configuration: client>server via p") {
+	if !strings.Contains(progress, "[1/1] warning: the emulation missed its configuration: server>client via p") {
 		t.Errorf("no warning in the progress")
 	}
 }

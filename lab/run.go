@@ -19,6 +19,7 @@ import (
 	"github.com/amptcp/amptcp/lab/results"
 	"github.com/amptcp/amptcp/lab/scenario"
 	"github.com/amptcp/amptcp/lab/topo"
+	"github.com/amptcp/amptcp/lab/traffic"
 )
 
 // EventApplier applies timeline events to a running lab's links (a
@@ -41,6 +42,12 @@ type RunOptions struct {
 	// Links opens the link control of a lab that is up, to apply the
 	// timeline's events; nil means OpenLinks.
 	Links func(name string, opts Options) (EventApplier, error)
+	// Observer watches the runs as they happen (nil: none), as the live
+	// view does.
+	Observer Observer
+
+	// linkSamples is where RunScenario writes the runs' link samples.
+	linkSamples *jsonLines
 }
 
 // RunScenario runs every run of a scenario, in order, each in a lab of
@@ -68,16 +75,26 @@ func RunScenario(ctx context.Context, s *scenario.Scenario, opts RunOptions) err
 		return err
 	}
 	defer recFile.Close()
-	recs := &recordWriter{w: bufio.NewWriter(recFile)}
+	recs := &recordWriter{jsonLines: jsonLines{w: bufio.NewWriter(recFile)}}
+	linkFile, err := os.Create(filepath.Join(opts.Out, results.LinksFile))
+	if err != nil {
+		return err
+	}
+	defer linkFile.Close()
+	opts.linkSamples = &jsonLines{w: bufio.NewWriter(linkFile)}
 	enc := json.NewEncoder(runsFile)
+	obs := opts.observer()
+	rec := teeRecorder{file: recs, obs: obs}
 	failed := 0
 	for i, run := range runs {
 		if ctx.Err() != nil {
 			break
 		}
 		recs.startRun(run.ID)
-		e := runOne(ctx, s, run, opts, recs)
-		if err := errors.Join(recs.flush(), enc.Encode(e)); err != nil {
+		obs.RunStarted(run, len(runs))
+		e := runOne(ctx, s, run, opts, rec)
+		obs.RunEnded(e)
+		if err := errors.Join(recs.flush(), opts.linkSamples.flush(), enc.Encode(e)); err != nil {
 			return fmt.Errorf("write results: %w", err)
 		}
 		if e.Error != "" {
@@ -143,7 +160,7 @@ func uname() string {
 
 // runOne brings the variant's lab up, runs the flows and the events, and
 // takes the lab down, whatever happened.
-func runOne(ctx context.Context, s *scenario.Scenario, run scenario.Run, opts RunOptions, rec *recordWriter) results.Run {
+func runOne(ctx context.Context, s *scenario.Scenario, run scenario.Run, opts RunOptions, rec traffic.Recorder) results.Run {
 	e := results.Run{ID: run.ID, Index: run.Index, Repetition: run.Repetition, Variant: run.Variant.Map(),
 		Started: time.Now(), Events: []results.Event{}}
 	t := s.TopologyFor(run.Variant)

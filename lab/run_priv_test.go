@@ -3,11 +3,16 @@ package lab
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/amptcp/amptcp/internal/testenv"
+	"github.com/amptcp/amptcp/lab/live"
 	"github.com/amptcp/amptcp/lab/results"
 	"github.com/amptcp/amptcp/lab/traffic"
 )
@@ -58,11 +63,13 @@ func TestRunScenario(t *testing.T) {
 	cleanupLab(t, name, labOpts)
 	out := filepath.Join(t.TempDir(), "results")
 	var progress bytes.Buffer
-	err := RunScenario(context.Background(), s, RunOptions{Lab: labOpts, Out: out, Progress: &progress, ScenarioFile: "exp.yaml"})
+	view := &countingView{Server: live.New(name)}
+	err := RunScenario(context.Background(), s, RunOptions{Lab: labOpts, Out: out, Progress: &progress, ScenarioFile: "exp.yaml", Observer: view})
 	t.Logf("progress:\n%s", progress.String())
 	if err != nil {
 		t.Fatal(err)
 	}
+	checkLiveView(t, view)
 	if !strings.Contains(progress.String(), "[4/4] pm=subflows 2 cc=cubic rep 2: ") || !strings.Contains(progress.String(), "ETA") {
 		t.Errorf("progress does not end with the fourth run and an ETA")
 	}
@@ -90,6 +97,7 @@ func TestRunScenario(t *testing.T) {
 			continue
 		}
 		checkFidelity(t, r)
+		checkLinkSamples(t, r, res.Links[r.ID])
 		for _, ev := range r.Events {
 			// Applied within 20 ms of its time (Go's timers overshoot
 			// by about 1 ms here).
@@ -128,5 +136,123 @@ func TestRunScenario(t *testing.T) {
 				t.Errorf("run %s: the client received %d bytes", r.ID, rec.BytesReceived)
 			}
 		}
+	}
+}
+
+// checkLinkSamples checks a run's link samples: both directions of p1
+// and p2 every 100 ms or so while the flow ran, and the 1 MiB download
+// delivered by the links from xtrb to xtra (b-to-a), the tunnels'
+// headers on top.
+func checkLinkSamples(t *testing.T, r *results.Run, samples []results.LinkSample) {
+	t.Helper()
+	first, last := map[string]results.LinkSample{}, map[string]results.LinkSample{}
+	var times []time.Time
+	for _, ls := range samples {
+		key := ls.Link + " " + ls.Direction
+		if _, ok := first[key]; !ok {
+			first[key] = ls
+		}
+		last[key] = ls
+		if key == "p1 a-to-b" {
+			times = append(times, ls.Time)
+		}
+	}
+	if len(first) != 4 || len(times) < 3 || r.LinksError != "" {
+		t.Errorf("run %s: link samples of %d link directions, %d times (%s)", r.ID, len(first), len(times), r.LinksError)
+		return
+	}
+	gaps := make([]time.Duration, len(times)-1)
+	for i := range gaps {
+		gaps[i] = times[i+1].Sub(times[i])
+	}
+	slices.Sort(gaps)
+	if g := gaps[len(gaps)/2]; g < 90*time.Millisecond || g > 150*time.Millisecond {
+		t.Errorf("run %s: link samples %v apart (median), want 100 ms", r.ID, g)
+	}
+	var down uint64
+	for _, l := range []string{"p1 b-to-a", "p2 b-to-a"} {
+		down += last[l].DeliveredBytes - first[l].DeliveredBytes
+	}
+	if down < 1<<20 || down > 2<<20 {
+		t.Errorf("run %s: the links delivered %d bytes from xtrb to xtra during a 1 MiB download", r.ID, down)
+	}
+}
+
+// countingView is the live view, counting the events it was told of.
+type countingView struct {
+	*live.Server
+	events atomic.Int32
+}
+
+func (v *countingView) EventApplied(ev results.Event) {
+	v.events.Add(1)
+	v.Server.EventApplied(ev)
+}
+
+// checkLiveView checks what the observer saw of TestRunScenario's runs:
+// every start and end, every event, and the last run's subflows, goodput
+// and completion.
+func checkLiveView(t *testing.T, view *countingView) {
+	t.Helper()
+	st := view.State()
+	if st.Total != 4 || st.Done != 4 || st.Failed != 0 || len(st.Runs) != 4 || st.Current == nil {
+		t.Fatalf("live view: %d of %d runs done, %d failed, %d in the table", st.Done, st.Total, st.Failed, len(st.Runs))
+	}
+	for i, r := range st.Runs {
+		pm := []string{"tcp", "subflows 2"}[i%2]
+		if r.ID != fmt.Sprintf("%03d", i+1) || r.Variant != "pm="+pm+" cc=cubic" || len(r.Completions) != 1 || r.Completions[0].Completion <= 0 {
+			t.Errorf("live view, run %d: %+v; want pm=%s and the completion of f", i, r, pm)
+		}
+	}
+	if n := view.events.Load(); n != 8 {
+		t.Errorf("live view: told of %d events applied, want 2 in each of 4 runs", n)
+	}
+	last := st.Current
+	subflows, goodput := 0, 0
+	for _, s := range last.Series {
+		switch {
+		case s.Kind == live.SeriesSubflow && s.Subflow >= 1 && len(s.Points) > 0:
+			subflows++
+		case s.Kind == live.SeriesReceiver && s.Flow == "f" && len(s.Points) > 0:
+			goodput++
+		}
+	}
+	if last.ID != "004" || last.FlowsStart.IsZero() || subflows == 0 || goodput != 1 {
+		t.Errorf("live view, last run %s: flows started %v, %d MPTCP subflows and %d goodput series with points",
+			last.ID, last.FlowsStart, subflows, goodput)
+	}
+}
+
+// TestRunAllToAll runs an all-to-all background pattern between the two
+// hosts of runTopology's lab: both directions' flows run at once, each on
+// its own port, and each receiver gets its 2 Mbit/s for 2 s within 5 %
+// (the links have 10 Mbit/s and no loss, and the failure none keeps p2
+// up).
+func TestRunAllToAll(t *testing.T) {
+	testenv.RequireRoot(t)
+	name := testenv.Prefix + "-a2a"
+	s := loadRunScenario(t, name, `name: NAME
+topology: lab.yaml
+flows:
+  - {name: mesh, between: [client, server], kind: background, rate: 2Mbit, duration: 2s}
+variants: {failure: [none]}  # without the topology's outage of p2
+fidelity: false
+timeout: 30s
+`)
+	res, _ := runTestScenario(t, s, "exp.yaml")
+	received := map[string]uint64{}
+	for _, rec := range res.Records[res.Runs[0].ID] {
+		if rec.Kind == traffic.KindResult && rec.Role == traffic.Receiver {
+			received[rec.Flow] = rec.BytesReceived
+		}
+	}
+	const want = 2e6 * 2 / 8
+	for _, flow := range []string{"mesh/client>server", "mesh/server>client"} {
+		if got := received[flow]; got < want*0.95 || got > want*1.05 {
+			t.Errorf("%s: received %d bytes, want about %.0f", flow, got, want)
+		}
+	}
+	if len(received) != 2 {
+		t.Errorf("receivers' results of %v, want the two directions'", received)
 	}
 }

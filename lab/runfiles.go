@@ -3,35 +3,57 @@ package lab
 import (
 	"bufio"
 	"encoding/json"
-	"fmt"
 	"sync"
 
 	"github.com/amptcp/amptcp/lab/results"
 	"github.com/amptcp/amptcp/lab/traffic"
 )
 
+// jsonLines writes values as JSON lines, from any goroutine; the first
+// error stops it and is flush's.
+type jsonLines struct {
+	mu  sync.Mutex
+	w   *bufio.Writer
+	err error
+}
+
+func (j *jsonLines) write(v any) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.writeLocked(v)
+}
+
+func (j *jsonLines) writeLocked(v any) {
+	if j.err != nil {
+		return
+	}
+	b, err := json.Marshal(v)
+	if err == nil {
+		_, err = j.w.Write(append(b, '\n'))
+	}
+	j.err = err
+}
+
+func (j *jsonLines) flush() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.err == nil {
+		j.err = j.w.Flush()
+	}
+	return j.err
+}
+
 // recordWriter writes each record of a run as a line of records.jsonl
 // (results.Record); it is a traffic.Recorder.
 type recordWriter struct {
-	mu  sync.Mutex
+	jsonLines
 	run string
-	w   *bufio.Writer
-	err error
 }
 
 func (w *recordWriter) Record(r traffic.Record) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.err != nil {
-		return
-	}
-	b, err := json.Marshal(results.Record{Run: w.run, Record: r})
-	if err == nil {
-		_, err = w.w.Write(append(b, '\n'))
-	}
-	if err != nil {
-		w.err = fmt.Errorf("write record of flow %q: %w", r.Flow, err)
-	}
+	w.writeLocked(results.Record{Run: w.run, Record: r})
 }
 
 // startRun makes the following records the run's.
@@ -39,13 +61,4 @@ func (w *recordWriter) startRun(id string) {
 	w.mu.Lock()
 	w.run = id
 	w.mu.Unlock()
-}
-
-func (w *recordWriter) flush() error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.err == nil {
-		w.err = w.w.Flush()
-	}
-	return w.err
 }

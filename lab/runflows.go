@@ -57,18 +57,21 @@ func runFlows(ctx context.Context, s *scenario.Scenario, run scenario.Run, plan 
 	}
 	t0 := time.Now()
 	e.FlowsStart = t0
+	opts.observer().FlowsStarted(t0)
 	flowsDone := make(chan struct{})
 	eventsDone := make(chan struct{})
 	go func() {
 		defer close(eventsDone)
-		applyEvents(ctx, links, events, t0, flowsDone, e.Events)
+		applyEvents(ctx, links, events, t0, flowsDone, e.Events, opts.observer())
 	}()
+	stopSampling := startLinkSampling(plan, opts, e)
 	var wg sync.WaitGroup
 	errs := make([]error, len(flows))
 	for i, f := range flows {
 		wg.Go(func() { errs[i] = runFlow(ctx, plan, f, t0, rec) })
 	}
 	wg.Wait()
+	stopSampling()
 	close(flowsDone)
 	<-eventsDone
 	servers.stop()
@@ -79,8 +82,8 @@ func runFlows(ctx context.Context, s *scenario.Scenario, run scenario.Run, plan 
 }
 
 // applyEvents applies each event at its time from t0 until the flows
-// are done, noting when it really was applied.
-func applyEvents(ctx context.Context, links EventApplier, events []topo.Event, t0 time.Time, flowsDone <-chan struct{}, out []results.Event) {
+// are done, noting when it really was applied, and tells obs.
+func applyEvents(ctx context.Context, links EventApplier, events []topo.Event, t0 time.Time, flowsDone <-chan struct{}, out []results.Event, obs Observer) {
 	if links == nil {
 		return
 	}
@@ -101,6 +104,7 @@ func applyEvents(ctx context.Context, links EventApplier, events []topo.Event, t
 		if err != nil {
 			out[i].Error = err.Error()
 		}
+		obs.EventApplied(out[i])
 	}
 }
 
@@ -117,6 +121,9 @@ func runFlow(ctx context.Context, plan *topo.Plan, p scenario.Planned, t0 time.T
 	case <-time.After(time.Until(t0.Add(p.At.Duration))):
 	case <-ctx.Done():
 		return fmt.Errorf("flow %s: %w", p.Name, ctx.Err())
+	}
+	if p.Kind == scenario.KindIperf3 {
+		return runIperf3(ctx, plan, p, rec)
 	}
 	ns := &netns.NS{Name: plan.Node(p.From).Namespace}
 	addr := serverAddr(plan, p.To, p.Port)
@@ -158,6 +165,9 @@ type servers struct {
 func startServers(ctx context.Context, plan *topo.Plan, flows []scenario.Planned, rec traffic.Recorder) (*servers, error) {
 	sv := &servers{}
 	for _, p := range flows {
+		if p.Kind == scenario.KindIperf3 {
+			continue // runIperf3 starts iperf3's own server at the flow's time
+		}
 		addr := "0.0.0.0:" + strconv.Itoa(p.Port)
 		ns := &netns.NS{Name: plan.Node(p.To).Namespace}
 		err := ns.Do(func() error {

@@ -9,6 +9,7 @@ packages=(
 	tshark     # interop checks of the LISP codec
 	clang llvm libbpf-dev linux-libc-dev # eBPF programs
 	iperf3     # throughput references
+	mptcpize   # `mptcpize run iperf3`: the lab's iperf3 flows over MPTCP
 	iproute2   # namespaces and links in tests
 )
 staticcheck_version=v0.8.2 # staticcheck 2026.2.2

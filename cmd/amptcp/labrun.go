@@ -13,13 +13,14 @@ import (
 	"time"
 
 	"github.com/amptcp/amptcp/lab"
+	"github.com/amptcp/amptcp/lab/live"
 	"github.com/amptcp/amptcp/lab/scenario"
 )
 
-// runLabRun is `amptcp lab run [-o DIR] [-dir DIR] [-bin DIR] SCENARIO`;
-// the flags may also follow the scenario. Exit status: 0 every run
-// good, 1 a run failed or the scenario is invalid, 2 bad arguments, 130
-// interrupted.
+// runLabRun is `amptcp lab run [-o DIR] [-dir DIR] [-bin DIR] [-live
+// ADDR] SCENARIO`; the flags may also follow the scenario. Exit status:
+// 0 every run good, 1 a run failed, the scenario is invalid or the live
+// view cannot listen, 2 bad arguments, 130 interrupted.
 func runLabRun(args []string, stderr io.Writer) int {
 	flags := flag.NewFlagSet("lab run", flag.ContinueOnError)
 	flags.SetOutput(stderr)
@@ -27,21 +28,15 @@ func runLabRun(args []string, stderr io.Writer) int {
 	flags.StringVar(&opts.Lab.Dir, "dir", lab.DefaultDir, "the directory of the labs' state, configurations and logs")
 	flags.StringVar(&opts.Lab.Bin, "bin", "", "the directory of lispd and amptcp (default: next to this program, else PATH)")
 	flags.StringVar(&opts.Out, "o", "", "the results directory (default: results/<scenario>-<time>)")
-	var files []string
-	for rest := args; ; rest = flags.Args()[1:] {
-		if err := flags.Parse(rest); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return 0
-			}
-			return 2
-		}
-		if flags.NArg() == 0 {
-			break
-		}
-		files = append(files, flags.Arg(0))
-	}
-	if len(files) != 1 {
-		fmt.Fprintln(stderr, "usage: amptcp lab run [-o DIR] [-dir DIR] [-bin DIR] SCENARIO (docs/lab.md)")
+	liveAddr := flags.String("live", "", "serve a live view of the runs on this address, like 127.0.0.1:8080")
+	files, err := parseInterleaved(flags, args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case err != nil:
+		return 2
+	case len(files) != 1:
+		fmt.Fprintln(stderr, "usage: amptcp lab run [-o DIR] [-dir DIR] [-bin DIR] [-live ADDR] SCENARIO (docs/lab.md)")
 		return 2
 	}
 	s, err := scenario.Load(files[0])
@@ -53,6 +48,17 @@ func runLabRun(args []string, stderr io.Writer) int {
 		opts.Out = filepath.Join("results", s.Name+"-"+time.Now().Format("20060102-150405"))
 	}
 	opts.ScenarioFile, opts.Progress = files[0], stderr
+	if *liveAddr != "" {
+		view := live.New(s.Name)
+		url, err := view.Listen(*liveAddr)
+		if err != nil {
+			fmt.Fprintf(stderr, "amptcp lab run: live view: %v\n", err)
+			return 1
+		}
+		defer view.Close()
+		fmt.Fprintf(stderr, "live view: %s\n", url)
+		opts.Observer = view
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	fmt.Fprintf(stderr, "%s: %d runs, results in %s\n", s.Name, len(s.Runs()), opts.Out)

@@ -71,7 +71,8 @@ func (f *flowOutcome) goodput() float64 {
 // runGoodput is a run's stream goodput in bit/s: the sum of its
 // saturated flows' goodputs if it has any that succeeded, else the bytes
 // its transfers delivered over the span from the first start to the last
-// end (which includes any pauses between them).
+// end (which includes any pauses between them). An iperf3 flow, a
+// cross-check of the others, is not counted.
 func runGoodput(flows []flowOutcome) float64 {
 	var first, last time.Time
 	var bytes uint64

@@ -12,6 +12,7 @@ type (
 	Variant      = results.Variant
 	Fidelity     = results.Fidelity
 	PathFidelity = results.PathFidelity
+	LinkSample   = results.LinkSample
 	LoadError    = results.LoadError
 )
 

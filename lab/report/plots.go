@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -51,12 +52,21 @@ func WritePlots(dir string, res *Results, s *Summary) ([]Plot, error) {
 			if err != nil {
 				return plots, err
 			}
+			if !ok {
+				continue
+			}
+			if err := save(p, "throughput-"+fileName(run.ID)+".png"); err != nil {
+				return plots, err
+			}
+			if p, ok, err = linksPlot(run, res.Links[run.ID]); err != nil {
+				return plots, err
+			}
 			if ok {
-				if err := save(p, "throughput-"+fileName(run.ID)+".png"); err != nil {
+				if err := save(p, "links-"+fileName(run.ID)+".png"); err != nil {
 					return plots, err
 				}
-				break
 			}
+			break
 		}
 	}
 	for _, m := range s.Metrics {
@@ -136,6 +146,17 @@ func throughputPlot(run *Run, res *Results) (*plot.Plot, bool, error) {
 	if drawn == 0 {
 		return nil, false, nil
 	}
+	if err := addEvents(p, run, origin, top); err != nil {
+		return nil, false, err
+	}
+	// Room above the lines for the legend.
+	p.X.Min, p.Y.Min, p.Y.Max = 0, 0, top*1.25
+	return p, true, nil
+}
+
+// addEvents draws a run's timeline events as dashed vertical lines up to
+// a little above top, at the time they were applied.
+func addEvents(p *plot.Plot, run *Run, origin time.Time, top float64) error {
 	for i, e := range run.Events {
 		at, label := e.At.Seconds(), e.Label()
 		switch {
@@ -146,14 +167,81 @@ func throughputPlot(run *Run, res *Results) (*plot.Plot, bool, error) {
 		}
 		l, err := plotter.NewLine(plotter.XYs{{X: at, Y: 0}, {X: at, Y: top * 1.05}})
 		if err != nil {
-			return nil, false, fmt.Errorf("report: event %s: %w", e.Label(), err)
+			return fmt.Errorf("report: event %s: %w", e.Label(), err)
 		}
 		l.Dashes = plotutil.Dashes(1 + i%3)
 		l.Width = vg.Points(1.5)
 		p.Add(l)
 		p.Legend.Add(fmt.Sprintf("%s at %.3gs", label, at), l)
 	}
-	p.X.Min, p.Y.Min = 0, 0
+	return nil
+}
+
+// linksPlot draws the rate each emulated link direction delivered over a
+// run, from its 100 ms samples (the tunnels' headers included), with
+// the run's events; directions that carried less than a hundredth of
+// the busiest are left out. ok is false when the run has no samples.
+func linksPlot(run *Run, samples []LinkSample) (*plot.Plot, bool, error) {
+	type dir struct {
+		name string
+		xys  plotter.XYs
+		peak float64
+	}
+	var dirs []*dir
+	index := map[string]*dir{}
+	prev := map[string]LinkSample{}
+	origin := run.Origin()
+	for _, ls := range samples {
+		name := ls.Link + " " + ls.Direction
+		if origin.IsZero() {
+			origin = ls.Time
+		}
+		last, seen := prev[name]
+		prev[name] = ls
+		if !seen || !ls.Time.After(last.Time) {
+			continue
+		}
+		d := index[name]
+		if d == nil {
+			d = &dir{name: name}
+			index[name] = d
+			dirs = append(dirs, d)
+		}
+		mbps := float64(ls.DeliveredBytes-last.DeliveredBytes) * 8 / ls.Time.Sub(last.Time).Seconds() / 1e6
+		d.xys = append(d.xys, plotter.XY{X: ls.Time.Sub(origin).Seconds(), Y: mbps})
+		d.peak = max(d.peak, mbps)
+	}
+	top := 0.0
+	for _, d := range dirs {
+		top = max(top, d.peak)
+	}
+	if top == 0 {
+		return nil, false, nil
+	}
+	p := plot.New()
+	p.Title.Text = fmt.Sprintf("Rate delivered per emulated link, run %s (%s)", run.ID, run.Variant.Name())
+	p.X.Label.Text = "time since the run's start (s)"
+	p.Y.Label.Text = "Mbit/s delivered"
+	p.Legend.Top = true
+	drawn := 0
+	for _, d := range dirs {
+		if d.peak < top/100 {
+			continue
+		}
+		l, err := plotter.NewLine(d.xys)
+		if err != nil {
+			return nil, false, fmt.Errorf("report: rate of %s: %w", d.name, err)
+		}
+		l.Color = plotutil.Color(drawn)
+		p.Add(l)
+		p.Legend.Add(d.name, l)
+		drawn++
+	}
+	if err := addEvents(p, run, origin, top); err != nil {
+		return nil, false, err
+	}
+	// Room above the lines for the legend.
+	p.X.Min, p.Y.Min, p.Y.Max = 0, 0, top*1.25
 	return p, true, nil
 }
 

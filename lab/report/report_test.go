@@ -108,6 +108,27 @@ func writeDir(t *testing.T) string {
 	// runs.jsonl without the optional parts, as a runner may write it.
 	writeFile(t, dir, RunsFile, strings.Replace(runsText.String(), `,"events":null,"fidelity":null`, "", 1))
 	writeFile(t, dir, RecordsFile, recsText.String())
+	// Run r0001's links: l1 delivers 4 Mbit/s throughout, l2 until it
+	// goes down at 5 s; l3 carries a trickle, left out of the plot.
+	var links strings.Builder
+	delivered := map[string]uint64{}
+	for i := range 120 {
+		at := t0.Add(time.Duration(i) * 100 * time.Millisecond)
+		for _, l := range []string{"l1", "l2", "l3"} {
+			switch {
+			case l == "l1" || l == "l2" && i < 50:
+				delivered[l] += 50000
+			case l == "l3":
+				delivered[l] += 10
+			}
+			b, err := json.Marshal(LinkSample{Run: "r0001", Time: at, Link: l, Direction: "a-to-b", DeliveredBytes: delivered[l]})
+			if err != nil {
+				t.Fatal(err)
+			}
+			links.Write(append(b, '\n'))
+		}
+	}
+	writeFile(t, dir, results.LinksFile, links.String())
 	return dir
 }
 
@@ -315,7 +336,7 @@ func TestWrite(t *testing.T) {
 	}
 	// Every plot file is on the page, and each is a non-empty PNG.
 	files, _ := filepath.Glob(filepath.Join(out, "*.png"))
-	want := []string{"throughput-r0001.png", "throughput-r0002.png", "cdf-completion-1-mib.png", "bars-completion-1-mib.png",
+	want := []string{"throughput-r0001.png", "links-r0001.png", "throughput-r0002.png", "cdf-completion-1-mib.png", "bars-completion-1-mib.png",
 		"bars-goodput.png", "bars-jitter-transfer.png", "bars-jitter-saturate.png", "goodput-vs-rtt-spread.png"}
 	if len(files) != len(want) {
 		t.Errorf("plots %v, want %v", files, want)

@@ -63,9 +63,10 @@ type metricOrder struct {
 
 // Summarize computes the statistics of every variant and metric: the
 // completion time of each transfer size (at the client, in seconds), the
-// goodput of saturated flows (at the receiver, Mbit/s), and the in-order
-// delivery jitter of stream flows by kind (at the receiver, ms). Each
-// flow of a run without an error is a sample.
+// goodput of saturated flows and, apart, of iperf3 flows (at the
+// receiver, Mbit/s), and the in-order delivery jitter of transfers and
+// saturated flows (at the receiver, ms). Each flow of a run without an
+// error is a sample.
 func Summarize(res *Results) *Summary {
 	s := &Summary{}
 	variants := map[string]int{}
@@ -123,6 +124,9 @@ func Summarize(res *Results) *Summary {
 				r = row(metricOrder{group: 0, size: size}, "completion "+byteSize(size), "s", name)
 			case traffic.Saturate:
 				r = row(metricOrder{group: 1}, "goodput", "Mbit/s", name)
+			case traffic.Iperf3:
+				// Beside the saturated flows' goodput, which it checks.
+				r = row(metricOrder{group: 1, kind: f.Kind}, "goodput iperf3", "Mbit/s", name)
 			default:
 				continue
 			}
@@ -135,7 +139,7 @@ func Summarize(res *Results) *Summary {
 			} else {
 				add(r, f.goodput()/1e6, run.Flagged())
 			}
-			if f.Receiver.Kind != 0 {
+			if f.Receiver.Kind != 0 && f.Kind != traffic.Iperf3 { // iperf3 measures no jitter
 				j := row(metricOrder{group: 2, kind: f.Kind}, "jitter "+f.Kind.String(), "ms", name)
 				add(j, float64(f.Receiver.Jitter)/1e6, run.Flagged())
 			}

@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -27,6 +28,9 @@ const (
 	MetaFile    = "meta.json"
 	RunsFile    = "runs.jsonl"
 	RecordsFile = "records.jsonl"
+	// LinksFile is absent from the results of labs without emulated
+	// links, and of runners older than it.
+	LinksFile = "links.jsonl"
 )
 
 // Meta describes an experiment as a whole: meta.json.
@@ -116,6 +120,8 @@ type Run struct {
 	// really applied; EventsNote says why they were not, if they were not.
 	Events     []Event `json:"events"`
 	EventsNote string  `json:"events_note,omitempty"`
+	// LinksError is why links.jsonl misses samples of the run, if it does.
+	LinksError string `json:"links_error,omitempty"`
 	// Fidelity is how well the emulation met its configuration
 	// (docs/lab.md, "Fidelity"); nil when it was not measured: the lab
 	// has no emulated link, or the scenario says fidelity: false.
@@ -190,6 +196,25 @@ type Record struct {
 	traffic.Record
 }
 
+// LinkSample is an emulated link direction's counters at a time of a
+// run, from the start of its lab: a line of links.jsonl, written every
+// 100 ms while the run's flows run.
+type LinkSample struct {
+	Run       string    `json:"run"`
+	Time      time.Time `json:"time"`
+	Link      string    `json:"link"`
+	Direction string    `json:"direction"` // a-to-b or b-to-a
+	// What entered the link, what it delivered, and what it dropped:
+	// by its loss model, because its queue was full, or while it was down.
+	FramesIn       uint64 `json:"frames_in"`
+	BytesIn        uint64 `json:"bytes_in"`
+	Delivered      uint64 `json:"delivered"`
+	DeliveredBytes uint64 `json:"delivered_bytes"`
+	DroppedLoss    uint64 `json:"dropped_loss"`
+	DroppedQueue   uint64 `json:"dropped_queue"`
+	DroppedDown    uint64 `json:"dropped_down"`
+}
+
 // Results is a loaded results directory.
 type Results struct {
 	Dir  string
@@ -198,6 +223,9 @@ type Results struct {
 	Runs []*Run
 	// Records of each run by its ID, in the order of records.jsonl.
 	Records map[string][]traffic.Record
+	// Links are the link samples of each run by its ID, in the order of
+	// links.jsonl (none without the file).
+	Links map[string][]LinkSample
 }
 
 // Run returns the run with the given ID, or nil.
@@ -232,7 +260,7 @@ func (e *LoadError) Unwrap() error { return e.Err }
 // records.jsonl may not, as traffic.ReadRecords. Every error is a
 // *LoadError.
 func Load(dir string) (*Results, error) {
-	res := &Results{Dir: dir, Records: map[string][]traffic.Record{}}
+	res := &Results{Dir: dir, Records: map[string][]traffic.Record{}, Links: map[string][]LinkSample{}}
 	b, err := os.ReadFile(filepath.Join(dir, MetaFile))
 	if err != nil {
 		return nil, &LoadError{File: MetaFile, Err: err}
@@ -268,6 +296,23 @@ func Load(dir string) (*Results, error) {
 			return fmt.Errorf("run %q is not in %s", rec.Run, RunsFile)
 		}
 		res.Records[rec.Run] = append(res.Records[rec.Run], rec.Record)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(filepath.Join(dir, LinksFile)); errors.Is(err, fs.ErrNotExist) {
+		return res, nil
+	}
+	err = eachLine(dir, LinksFile, func(line []byte) error {
+		var ls LinkSample
+		if err := json.Unmarshal(line, &ls); err != nil {
+			return err
+		}
+		if res.Run(ls.Run) == nil {
+			return fmt.Errorf("run %q is not in %s", ls.Run, RunsFile)
+		}
+		res.Links[ls.Run] = append(res.Links[ls.Run], ls)
 		return nil
 	})
 	if err != nil {

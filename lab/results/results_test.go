@@ -42,6 +42,17 @@ func TestLoadReadsWhatTheRunnerWrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if len(res.Links) != 0 {
+		t.Errorf("link samples %v without %s", res.Links, LinksFile)
+	}
+	write(LinksFile, LinkSample{Run: "001", Time: t0, Link: "l2", Direction: "a-to-b", DeliveredBytes: 1500},
+		LinkSample{Run: "001", Time: t0.Add(100 * time.Millisecond), Link: "l2", Direction: "a-to-b", DeliveredBytes: 3000})
+	if res, err = Load(dir); err != nil {
+		t.Fatal(err)
+	}
+	if l := res.Links["001"]; len(l) != 2 || l[1].DeliveredBytes != 3000 || l[1].Direction != "a-to-b" {
+		t.Errorf("link samples %+v", res.Links)
+	}
 	if res.Meta.Settings.Runs != 2 || len(res.Runs) != 2 || res.Run("002").Error != "up: no" ||
 		len(res.Records["001"]) != 1 || res.Records["002"][0].Kind != traffic.KindReceiver {
 		t.Errorf("loaded %+v", res)
@@ -51,10 +62,17 @@ func TestLoadReadsWhatTheRunnerWrites(t *testing.T) {
 		t.Errorf("run 001: %+v", r)
 	}
 
+	// A link sample of a run runs.jsonl does not have names its line.
+	write(LinksFile, LinkSample{Run: "001", Link: "l2"}, LinkSample{Run: "007", Link: "l2"})
+	var le *LoadError
+	if _, err := Load(dir); !errors.As(err, &le) || le.File != LinksFile || le.Line != 2 {
+		t.Errorf("Load = %v, want a *LoadError for line 2 of %s", err, LinksFile)
+	}
+	os.Remove(filepath.Join(dir, LinksFile))
+
 	// A record of a run runs.jsonl does not have names its line.
 	write(RecordsFile, Record{Run: "001", Record: traffic.Record{Time: t0, Flow: "f", Kind: traffic.KindResult, Role: traffic.Sender}},
 		Record{Run: "009", Record: traffic.Record{Time: t0, Flow: "f", Kind: traffic.KindResult, Role: traffic.Sender}})
-	var le *LoadError
 	if _, err := Load(dir); !errors.As(err, &le) || le.File != RecordsFile || le.Line != 2 {
 		t.Errorf("Load = %v, want a *LoadError for line 2 of %s", err, RecordsFile)
 	}

@@ -58,7 +58,7 @@ func (s *Scenario) TopologyFor(v Variant) *topo.Topology {
 	}
 	setting, _ := ParsePM(val) // validated
 	clients := map[string]bool{}
-	for _, f := range s.Flows {
+	for _, f := range s.pairs() {
 		clients[f.From] = clients[f.From] || f.Kind != KindBackground
 	}
 	for i := range t.Nodes {
@@ -91,12 +91,37 @@ func (s *Scenario) Events(v Variant) []topo.Event {
 	return evs
 }
 
+// pairs are the scenario's flows with each all-to-all flow expanded into
+// its flows, one per ordered pair of its hosts, named by lab/traffic's
+// AllToAll.
+func (s *Scenario) pairs() []Flow {
+	var out []Flow
+	for _, f := range s.Flows {
+		if f.Between == nil {
+			out = append(out, f)
+			continue
+		}
+		ends := make([]traffic.Endpoint, len(f.Between))
+		for i, h := range f.Between {
+			ends[i] = traffic.Endpoint{Name: h}
+		}
+		for _, p := range traffic.AllToAll(ends, traffic.Flow{ID: f.Name}) {
+			pf := f
+			pf.Name, pf.From, pf.To, pf.Between = p.Flow.ID, p.From.Name, p.To.Name, nil
+			out = append(out, pf)
+		}
+	}
+	return out
+}
+
 // Planned is a flow of a run, ready for lab/traffic: its ends and the
 // traffic flows it carries, one after the other (a transfer series has
-// one per size).
+// one per size; an iperf3 flow has one of kind traffic.Iperf3, which the
+// runner gives to iperf3, not to lab/traffic).
 type Planned struct {
 	Flow
-	// Port is the server's port: BasePort plus the flow's index.
+	// Port is the server's port: BasePort plus the flow's index (among
+	// the flows with the all-to-all ones expanded).
 	Port    int
 	Traffic []traffic.Flow
 }
@@ -116,8 +141,9 @@ func (s *Scenario) Plan(v Variant) []Planned {
 	if s.Sizes != nil {
 		sizes, _ = s.Sizes.Bytes()
 	}
-	out := make([]Planned, len(s.Flows))
-	for i, f := range s.Flows {
+	flows := s.pairs()
+	out := make([]Planned, len(flows))
+	for i, f := range flows {
 		p := Planned{Flow: f, Port: BasePort + i}
 		base := traffic.Flow{ID: f.Name, Protocol: traffic.MPTCP, CongestionControl: f.CC}
 		if f.Protocol == "tcp" || pmv.TCP {
@@ -144,6 +170,9 @@ func (s *Scenario) Plan(v Variant) []Planned {
 			}
 		case KindSaturated:
 			base.Kind, base.Duration = traffic.Saturate, f.Duration.Duration
+			p.Traffic = []traffic.Flow{base}
+		case KindIperf3:
+			base.Kind, base.Duration = traffic.Iperf3, f.Duration.Duration
 			p.Traffic = []traffic.Flow{base}
 		case KindBackground:
 			rate, _ := topo.ParseRate(f.Rate)

@@ -72,6 +72,9 @@ const (
 	KindSaturated FlowKind = "saturated"
 	// KindBackground sends UDP at a rate for a duration.
 	KindBackground FlowKind = "background"
+	// KindIperf3 runs iperf3 for a duration (in whole seconds), through
+	// mptcpize for MPTCP: a cross-check of KindSaturated (lab/iperf3).
+	KindIperf3 FlowKind = "iperf3"
 )
 
 // Flow is a flow of every run: a client in one host that connects to a
@@ -82,9 +85,13 @@ type Flow struct {
 	Name string `yaml:"name"`
 	// From is the host whose client connects (or sends the datagrams),
 	// To the host of the server.
-	From string   `yaml:"from"`
-	To   string   `yaml:"to"`
-	Kind FlowKind `yaml:"kind"`
+	From string `yaml:"from"`
+	To   string `yaml:"to"`
+	// Between, instead of from and to, makes the flow an all-to-all
+	// pattern: one flow from each of these hosts to each other, named
+	// "<name>/<from>><to>" (papers/003's background traffic).
+	Between []string `yaml:"between"`
+	Kind    FlowKind `yaml:"kind"`
 	// Direction of a stream flow: upload (the default: From sends) or
 	// download (To sends, papers/001's case).
 	Direction string `yaml:"direction"`
@@ -96,7 +103,7 @@ type Flow struct {
 	// Size of a transfer ("1MiB", "256KiB", "5MB"); left out, the
 	// scenario's sizes.
 	Size string `yaml:"size"`
-	// Duration of a saturated or background flow.
+	// Duration of a saturated, background or iperf3 flow.
 	Duration *config.Duration `yaml:"duration"`
 	// Rate of a background flow ("10Mbit").
 	Rate string `yaml:"rate"`

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/amptcp/amptcp/config"
 	"github.com/amptcp/amptcp/lab/topo"
@@ -84,18 +85,35 @@ func (s *Scenario) validateFlow(path string, f *Flow, hasCC bool, names map[stri
 		add("name", "%q is the name of another flow", f.Name)
 	}
 	names[f.Name] = true
-	for _, end := range []struct{ field, node string }{{"from", f.From}, {"to", f.To}} {
-		if !s.host(end.node) {
-			add(end.field, "%q is not a host of the topology", end.node)
+	if f.Between != nil {
+		if f.From != "" || f.To != "" {
+			add("between", "an all-to-all flow has between, not from and to")
 		}
-	}
-	if f.From == f.To && f.From != "" {
-		add("to", "the flow's two ends are the same host")
+		if len(f.Between) < 2 {
+			add("between", "needs at least two hosts")
+		}
+		for i, h := range f.Between {
+			switch {
+			case !s.host(h):
+				add(fmt.Sprintf("between[%d]", i), "%q is not a host of the topology", h)
+			case slices.Index(f.Between, h) < i:
+				add(fmt.Sprintf("between[%d]", i), "%q is there twice", h)
+			}
+		}
+	} else {
+		for _, end := range []struct{ field, node string }{{"from", f.From}, {"to", f.To}} {
+			if !s.host(end.node) {
+				add(end.field, "%q is not a host of the topology", end.node)
+			}
+		}
+		if f.From == f.To && f.From != "" {
+			add("to", "the flow's two ends are the same host")
+		}
 	}
 	if f.At.Duration < 0 {
 		add("at", "must not be negative")
 	}
-	stream := f.Kind == KindTransfer || f.Kind == KindSaturated
+	stream := f.Kind == KindTransfer || f.Kind == KindSaturated || f.Kind == KindIperf3
 	switch f.Kind {
 	case KindTransfer:
 		if f.Size != "" {
@@ -125,8 +143,16 @@ func (s *Scenario) validateFlow(path string, f *Flow, hasCC bool, names map[stri
 		if f.Size != "" || f.CC != "" || f.Protocol != "" || f.Direction != "" {
 			add("kind", "a background flow (UDP) has a rate and a duration, not a size, cc, protocol or direction")
 		}
+	case KindIperf3:
+		// iperf3 -t takes whole seconds.
+		if d := f.Duration; d == nil || d.Duration < time.Second || d.Duration%time.Second != 0 {
+			add("duration", "an iperf3 flow needs a duration of whole seconds (iperf3 -t), at least 1s")
+		}
+		if f.Size != "" || f.Rate != "" {
+			add("kind", "an iperf3 flow has a duration, not a size or a rate")
+		}
 	default:
-		add("kind", "%q is not one of transfer, saturated, background", f.Kind)
+		add("kind", "%q is not one of transfer, saturated, background, iperf3", f.Kind)
 	}
 	if !stream {
 		return errs

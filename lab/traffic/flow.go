@@ -39,9 +39,13 @@ const (
 	// Background sends UDP datagrams at Flow.Rate for Flow.Duration
 	// (papers/003's background traffic); it has no congestion control.
 	Background
+	// Iperf3 names the records of an iperf3 run that the lab made
+	// (lab/iperf3), a cross-check of Saturate; this package does not run
+	// it, and Flow.Validate refuses it.
+	Iperf3
 )
 
-var kindNames = []string{Transfer: "transfer", Saturate: "saturate", Background: "background"}
+var kindNames = []string{Transfer: "transfer", Saturate: "saturate", Background: "background", Iperf3: "iperf3"}
 
 func (k Kind) String() string                { return enumString(kindNames, k) }
 func (k Kind) MarshalText() ([]byte, error)  { return enumMarshal(kindNames, k) }

@@ -1,0 +1,58 @@
+package lab
+
+import (
+	"time"
+
+	"github.com/amptcp/amptcp/lab/results"
+	"github.com/amptcp/amptcp/lab/scenario"
+	"github.com/amptcp/amptcp/lab/traffic"
+)
+
+// Observer watches a scenario's runs as they happen: the live view
+// (lab/live) is one. RunScenario calls it from its own goroutine and
+// Record from every flow's, so it must be safe for concurrent use; and
+// it must not block, since the runs wait for it.
+type Observer interface {
+	// Record gets every record of the run under way, as records.jsonl
+	// does.
+	traffic.Recorder
+	// RunStarted is called as a run starts, before its lab comes up;
+	// total is the number of runs of the scenario.
+	RunStarted(run scenario.Run, total int)
+	// FlowsStarted is called when the run's flows' clock starts: the
+	// origin of the timeline's and the flows' times.
+	FlowsStarted(at time.Time)
+	// EventApplied is called with each timeline event once it was
+	// applied (Applied and AppliedAfter set, Error if it failed).
+	EventApplied(ev results.Event)
+	// RunEnded is called with the run as runs.jsonl gets it: its error,
+	// events and fidelity.
+	RunEnded(run results.Run)
+}
+
+// observer is opts.Observer, or one that ignores everything.
+func (opts RunOptions) observer() Observer {
+	if opts.Observer == nil {
+		return noObserver{}
+	}
+	return opts.Observer
+}
+
+type noObserver struct{}
+
+func (noObserver) Record(traffic.Record)        {}
+func (noObserver) RunStarted(scenario.Run, int) {}
+func (noObserver) FlowsStarted(time.Time)       {}
+func (noObserver) EventApplied(results.Event)   {}
+func (noObserver) RunEnded(results.Run)         {}
+
+// teeRecorder gives each record to the results file and to the observer.
+type teeRecorder struct {
+	file *recordWriter
+	obs  Observer
+}
+
+func (t teeRecorder) Record(r traffic.Record) {
+	t.file.Record(r)
+	t.obs.Record(r)
+}
