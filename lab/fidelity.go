@@ -132,6 +132,11 @@ func measurePath(ctx context.Context, plan *topo.Plan, links LinkControl, from, 
 	total := goodput * (rateDuration - rateSkip).Seconds() / 8
 	data := crossed(s1, s2, func(_, bytes uint64) bool { return float64(bytes) >= total/2 })
 	pf.Name += " via " + pathName(used)
+	if !subset(data, used) {
+		// The flow took other links than the echoes (the xTRs hash a
+		// flow's ports): its rate is theirs.
+		pf.Name += "; its data via " + pathName(data)
+	}
 	pf.Rate = goodput
 	pf.RateWant = wantRate(plan, s1, s2, data, mss)
 
@@ -161,6 +166,16 @@ func crossed(before, after map[string]linkemu.Stats, keep func(frames, bytes uin
 	}
 	slices.SortFunc(out, func(x, y linkDir) int { return strings.Compare(x.String(), y.String()) })
 	return out
+}
+
+// subset reports whether every link direction of a is in b.
+func subset(a, b []linkDir) bool {
+	for _, d := range a {
+		if !slices.Contains(b, d) {
+			return false
+		}
+	}
+	return true
 }
 
 // pathName is "p1 a-to-b, p1 b-to-a"; "no emulated link" when empty.
