@@ -8,7 +8,6 @@ import (
 	"net"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/amptcp/amptcp/internal/netns"
@@ -94,20 +93,10 @@ var errNotEmulated = errors.New("no emulated link on the path")
 // leaves the path not OK with what it measured so far.
 func measurePath(ctx context.Context, plan *topo.Plan, links LinkControl, from, to string) (results.PathFidelity, error) {
 	pf := results.PathFidelity{Name: from + ">" + to}
-	s0, err := links.Stats()
-	if err != nil {
-		return pf, err
-	}
-	rtt, answered, err := probeRTT(ctx, plan, from, to)
+	rtt, used, s0, s1, err := probeLinks(ctx, plan, links, from, to)
 	if err != nil {
 		return pf, fmt.Errorf("rtt: %w", err)
 	}
-	s1, err := links.Stats()
-	if err != nil {
-		return pf, err
-	}
-	// Every answered probe crossed each link of the way there and back.
-	used := crossed(s0, s1, func(d, _ uint64) bool { return d >= uint64(answered) })
 	if len(used) == 0 {
 		return pf, errNotEmulated
 	}
@@ -143,7 +132,7 @@ func measurePath(ctx context.Context, plan *topo.Plan, links LinkControl, from, 
 	tol := max(RTTTolerance, time.Duration(RTTToleranceShare*float64(pf.RTTWant)))
 	// The links must add their delays to what the path costs without
 	// them (the baseline, which holds the serialization too).
-	rttOK := answered > 0 && absDuration(pf.RTT-pf.RTTBase-delays(plan, used)) <= tol
+	rttOK := (pf.RTT - pf.RTTBase - delays(plan, used)).Abs() <= tol
 	// A single flow cannot be asked to fill a lossy path: there the rate
 	// is recorded, and only the RTT decides.
 	rateOK := lossy(plan, data) || math.Abs(pf.Rate-pf.RateWant) <= RateTolerance*pf.RateWant
@@ -223,22 +212,34 @@ func baselineRTT(ctx context.Context, plan *topo.Plan, links LinkControl, from, 
 		}
 		zeroed = append(zeroed, d)
 	}
-	s0, err := links.Stats()
+	rtt, got, _, _, err := probeLinks(ctx, plan, links, from, to)
 	if err != nil {
 		return 0, err
 	}
-	rtt, answered, err := probeRTT(ctx, plan, from, to)
-	if err != nil {
-		return 0, err
-	}
-	s1, err := links.Stats()
-	if err != nil {
-		return 0, err
-	}
-	if got := crossed(s0, s1, func(d, _ uint64) bool { return d >= uint64(answered) }); !slices.Equal(got, used) {
+	if !slices.Equal(got, used) {
 		return 0, fmt.Errorf("the probes crossed %s, before %s", pathName(got), pathName(used))
 	}
 	return rtt, nil
+}
+
+// probeLinks measures the RTT from one host to the other (probeRTT) and
+// the link directions the probes crossed: every answered probe crossed
+// each link of the way there and back. It returns the links' counters
+// before and after too.
+func probeLinks(ctx context.Context, plan *topo.Plan, links LinkControl, from, to string) (
+	rtt time.Duration, used []linkDir, before, after map[string]linkemu.Stats, err error) {
+	if before, err = links.Stats(); err != nil {
+		return
+	}
+	rtt, answered, err := probeRTT(ctx, plan, from, to)
+	if err != nil {
+		return
+	}
+	if after, err = links.Stats(); err != nil {
+		return
+	}
+	used = crossed(before, after, func(d, _ uint64) bool { return d >= uint64(answered) })
+	return
 }
 
 // delayEvent sets one link direction's delay.
@@ -312,13 +313,6 @@ func lossy(plan *topo.Plan, ds []linkDir) bool {
 	return false
 }
 
-func absDuration(d time.Duration) time.Duration {
-	if d < 0 {
-		return -d
-	}
-	return d
-}
-
 // probeRTT sends fidelityProbes UDP echoes from one host to an echo in
 // the other, one at a time, and returns the median RTT of those
 // answered and their number.
@@ -386,18 +380,6 @@ func probeRTT(ctx context.Context, plan *topo.Plan, from, to string) (time.Durat
 	return rtts[len(rtts)/2], len(rtts), nil
 }
 
-// collector keeps a flow's records.
-type collector struct {
-	mu   sync.Mutex
-	recs []traffic.Record
-}
-
-func (c *collector) Record(r traffic.Record) {
-	c.mu.Lock()
-	c.recs = append(c.recs, r)
-	c.mu.Unlock()
-}
-
 // singleFlow runs one saturated TCP flow with cubic from one host to the
 // other and returns the receiver's goodput between rateSkip and the end
 // of sending (bit/s), the slope of its samples, and the sender's MSS.
@@ -413,7 +395,7 @@ func singleFlow(ctx context.Context, plan *topo.Plan, from, to string) (float64,
 	if err != nil {
 		return 0, 0, err
 	}
-	rec := &collector{}
+	rec := &traffic.Collector{}
 	ctx, cancel := context.WithTimeout(ctx, rateDuration+10*time.Second)
 	defer cancel()
 	served := make(chan struct{})
@@ -442,11 +424,10 @@ func singleFlow(ctx context.Context, plan *topo.Plan, from, to string) (float64,
 	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline) && len(srv.Results()) == 0; {
 		time.Sleep(10 * time.Millisecond)
 	}
-	rec.mu.Lock()
-	defer rec.mu.Unlock()
+	recs := rec.Records()
 	var pts []point
 	mss := 0
-	for _, r := range rec.recs {
+	for _, r := range recs {
 		switch since := r.Time.Sub(res.Start); {
 		case r.Kind == traffic.KindReceiver && since >= rateSkip && since <= rateDuration:
 			pts = append(pts, point{since.Seconds(), float64(r.BytesReceived) * 8})
@@ -455,7 +436,7 @@ func singleFlow(ctx context.Context, plan *topo.Plan, from, to string) (float64,
 		}
 	}
 	if len(pts) < 5 || mss == 0 {
-		return 0, 0, fmt.Errorf("the flow left %d samples between %v and %v (%d records)", len(pts), rateSkip, rateDuration, len(rec.recs))
+		return 0, 0, fmt.Errorf("the flow left %d samples between %v and %v (%d records)", len(pts), rateSkip, rateDuration, len(recs))
 	}
 	return slope(pts), mss, nil
 }

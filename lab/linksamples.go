@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/amptcp/amptcp/internal/jsonl"
 	"github.com/amptcp/amptcp/lab/linkemu"
 	"github.com/amptcp/amptcp/lab/results"
 	"github.com/amptcp/amptcp/lab/topo"
@@ -46,7 +47,7 @@ func startLinkSampling(plan *topo.Plan, opts RunOptions, e *results.Run) (stop f
 // linkSampleInterval until stop is closed, and once more then, so that
 // the last interval is in the samples too. A failed read leaves a gap;
 // the first error is returned.
-func sampleLinks(links LinkControl, run string, w *jsonLines, stop <-chan struct{}) error {
+func sampleLinks(links LinkControl, run string, w *jsonl.Writer, stop <-chan struct{}) error {
 	tick := time.NewTicker(linkSampleInterval)
 	defer tick.Stop()
 	var firstErr error
@@ -63,9 +64,10 @@ func sampleLinks(links LinkControl, run string, w *jsonLines, stop <-chan struct
 			st := stats[name]
 			for _, d := range []linkemu.Direction{linkemu.AToB, linkemu.BToA} {
 				ds := st.Dir(d)
-				w.write(results.LinkSample{Run: run, Time: now, Link: name, Direction: d.String(),
+				w.Write(results.LinkSample{Run: run, Time: now, Link: name, Direction: d.String(),
 					FramesIn: ds.FramesIn, BytesIn: ds.BytesIn, Delivered: ds.Delivered, DeliveredBytes: ds.DeliveredBytes,
-					DroppedLoss: ds.DroppedLoss, DroppedQueue: ds.DroppedQueue, DroppedDown: ds.DroppedDown})
+					DroppedLoss: ds.DroppedLoss, DroppedQueue: ds.DroppedQueue, DroppedDown: ds.DroppedDown},
+					func() string { return "sample of link " + name })
 			}
 		}
 	}

@@ -1,7 +1,6 @@
 package lab
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/amptcp/amptcp/internal/buildinfo"
+	"github.com/amptcp/amptcp/internal/jsonl"
 	"github.com/amptcp/amptcp/lab/results"
 	"github.com/amptcp/amptcp/lab/scenario"
 	"github.com/amptcp/amptcp/lab/topo"
@@ -47,7 +47,7 @@ type RunOptions struct {
 	Observer Observer
 
 	// linkSamples is where RunScenario writes the runs' link samples.
-	linkSamples *jsonLines
+	linkSamples *jsonl.Writer
 }
 
 // RunScenario runs every run of a scenario, in order, each in a lab of
@@ -75,13 +75,13 @@ func RunScenario(ctx context.Context, s *scenario.Scenario, opts RunOptions) err
 		return err
 	}
 	defer recFile.Close()
-	recs := &recordWriter{jsonLines: jsonLines{w: bufio.NewWriter(recFile)}}
+	recs := &recordWriter{Writer: jsonl.NewWriter(recFile)}
 	linkFile, err := os.Create(filepath.Join(opts.Out, results.LinksFile))
 	if err != nil {
 		return err
 	}
 	defer linkFile.Close()
-	opts.linkSamples = &jsonLines{w: bufio.NewWriter(linkFile)}
+	opts.linkSamples = jsonl.NewWriter(linkFile)
 	enc := json.NewEncoder(runsFile)
 	obs := opts.observer()
 	rec := teeRecorder{file: recs, obs: obs}
@@ -94,7 +94,7 @@ func RunScenario(ctx context.Context, s *scenario.Scenario, opts RunOptions) err
 		obs.RunStarted(run, len(runs))
 		e := runOne(ctx, s, run, opts, rec)
 		obs.RunEnded(e)
-		if err := errors.Join(recs.flush(), opts.linkSamples.flush(), enc.Encode(e)); err != nil {
+		if err := errors.Join(recs.Flush(), opts.linkSamples.Flush(), enc.Encode(e)); err != nil {
 			return fmt.Errorf("write results: %w", err)
 		}
 		if e.Error != "" {

@@ -9,6 +9,8 @@ import (
 	"net/netip"
 	"sync"
 	"time"
+
+	"github.com/amptcp/amptcp/internal/jsonl"
 )
 
 // RecordKind says what a Record describes.
@@ -113,44 +115,23 @@ type Recorder interface {
 }
 
 // Writer is a Recorder that writes each record as a JSON line.
-type Writer struct {
-	mu  sync.Mutex
-	w   *bufio.Writer
-	err error
-}
+type Writer struct{ lines *jsonl.Writer }
 
 // NewWriter returns a Writer on w; call Flush before closing w.
-func NewWriter(w io.Writer) *Writer { return &Writer{w: bufio.NewWriter(w)} }
+func NewWriter(w io.Writer) *Writer { return &Writer{jsonl.NewWriter(w)} }
 
 // Record writes r; the first error is kept for Flush to return.
 func (w *Writer) Record(r Record) {
-	b, err := json.Marshal(r)
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.err != nil {
-		return
-	}
-	if err != nil {
-		w.err = fmt.Errorf("traffic: encode record of flow %q: %w", r.Flow, err)
-		return
-	}
-	b = append(b, '\n')
-	if _, err := w.w.Write(b); err != nil {
-		w.err = fmt.Errorf("traffic: write record: %w", err)
-	}
+	w.lines.Write(r, func() string { return fmt.Sprintf("record of flow %q", r.Flow) })
 }
 
 // Flush writes what is buffered and returns the first error of any
 // Record or of the flush.
 func (w *Writer) Flush() error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.err == nil {
-		if err := w.w.Flush(); err != nil {
-			w.err = fmt.Errorf("traffic: write record: %w", err)
-		}
+	if err := w.lines.Flush(); err != nil {
+		return fmt.Errorf("traffic: %w", err)
 	}
-	return w.err
+	return nil
 }
 
 // Collector is a Recorder that keeps the records in memory.
