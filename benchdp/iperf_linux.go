@@ -1,7 +1,6 @@
 package benchdp
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
@@ -12,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/amptcp/amptcp/internal/procnet"
 	"golang.org/x/sys/unix"
 )
 
@@ -69,7 +69,7 @@ func (p *path) startIperfServer(ctx context.Context, iperf3, dir string, cpu int
 	for {
 		var listening bool
 		err := p.server.ns.Do(func() (err error) {
-			listening, err = tcpListening(iperfPort)
+			listening, err = procnet.TCPListening("/proc/thread-self/net", iperfPort)
 			return err
 		})
 		switch {
@@ -86,27 +86,6 @@ func (p *path) startIperfServer(ctx context.Context, iperf3, dir string, cpu int
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-}
-
-// tcpListening reports whether a TCP socket of the calling thread's
-// network namespace listens on port. /proc/thread-self/net is the
-// thread's namespace, unlike /proc/net (the process's).
-func tcpListening(port int) (bool, error) {
-	f, err := os.Open("/proc/thread-self/net/tcp")
-	if err != nil {
-		return false, err
-	}
-	defer f.Close()
-	local := fmt.Sprintf(":%04X", port)
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		f := strings.Fields(s.Text())
-		// sl local_address rem_address st ...; st 0A is LISTEN
-		if len(f) > 3 && strings.HasSuffix(f[1], local) && f[3] == "0A" {
-			return true, nil
-		}
-	}
-	return false, s.Err()
 }
 
 // measure runs one iperf3 client and reads the counters around it.

@@ -1,13 +1,11 @@
 package lab
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"net/netip"
-	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -16,6 +14,7 @@ import (
 	"time"
 
 	"github.com/amptcp/amptcp/internal/netns"
+	"github.com/amptcp/amptcp/internal/procnet"
 	"github.com/amptcp/amptcp/lab/iperf3"
 	"github.com/amptcp/amptcp/lab/scenario"
 	"github.com/amptcp/amptcp/lab/topo"
@@ -127,8 +126,11 @@ func startIperf3Server(ns string, f traffic.Flow, port uint16) (*iperf3Server, e
 		s.cmd.Wait()
 		close(s.done)
 	}()
+	// The server's namespace shows in its /proc/PID/net.
+	netDir := "/proc/" + strconv.Itoa(s.cmd.Process.Pid) + "/net"
+	listening := func() bool { ok, _ := procnet.TCPListening(netDir, port); return ok }
 	deadline := time.Now().Add(iperf3Ready)
-	for !listening(s.cmd.Process.Pid, port) {
+	for !listening() {
 		select {
 		case <-s.done:
 			return nil, fmt.Errorf("iperf3 server exited before it listened: %s", lastLines(s.out.Bytes()))
@@ -180,41 +182,6 @@ func lastLines(b []byte) string {
 		return "no output"
 	}
 	return s
-}
-
-// listening reports whether pid's network namespace has a TCP socket
-// listening on port: an MPTCP listener shows there too, as the TCP
-// listener of its first subflow.
-func listening(pid int, port uint16) bool {
-	for _, table := range []string{"tcp6", "tcp"} {
-		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/net/" + table)
-		if err == nil && listensOn(b, port) {
-			return true
-		}
-	}
-	return false
-}
-
-// tcpListen is the state of a listening socket in /proc/net/tcp.
-const tcpListen = "0A"
-
-// listensOn reports whether a /proc/net/tcp or tcp6 table has a socket
-// in the listening state on port.
-func listensOn(table []byte, port uint16) bool {
-	sc := bufio.NewScanner(bytes.NewReader(table))
-	sc.Scan() // the header
-	for sc.Scan() {
-		// sl local_address rem_address st ...; an address is HEX:PORT.
-		f := strings.Fields(sc.Text())
-		if len(f) < 4 || f[3] != tcpListen {
-			continue
-		}
-		_, hexPort, ok := strings.Cut(f[1], ":")
-		if p, err := strconv.ParseUint(hexPort, 16, 16); ok && err == nil && uint16(p) == port {
-			return true
-		}
-	}
-	return false
 }
 
 // seenConn is what the client's namespace's MPTCP sockets said of one
