@@ -1,9 +1,12 @@
 package testnet
 
 import (
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
+	"os"
 	"strings"
 	"time"
 
@@ -184,41 +187,102 @@ func (l *Link) setUp() error {
 	return nil
 }
 
-// usableTimeout bounds the wait for IPv6 addresses to leave the tentative
-// state, which takes a few milliseconds.
+// usableTimeout bounds the wait for IPv6 to become usable on a link, which
+// takes a few milliseconds.
 const usableTimeout = 5 * time.Second
 
-// waitUsable waits until the end's IPv6 addresses can be used. Even
-// without duplicate address detection, an address stays tentative until
-// the kernel's link watcher (a work queue) has seen the carrier come up,
-// about 2 ms after the link is set up here. A datagram sent before then
-// waits for a neighbour solicitation that goes unanswered and is retried
-// only a second later, which made the first datagram's fate a race.
+// waitUsable waits until neighbour discovery works for the end's IPv6
+// addresses. The kernel finishes setting them up in work queues after the
+// link is set up here, and a datagram that comes too early waits for a
+// neighbour solicitation that is retried only a second later:
+//   - an address stays tentative until the link watcher has seen the
+//     carrier come up, about 2 ms later, even without duplicate address
+//     detection;
+//   - the link-local address, which solicitations are sent from, appears
+//     only then;
+//   - the address's solicited-node multicast group is joined from another
+//     work item; until then the node drops the solicitations for it (one
+//     Link in five returned before the join, and one first datagram in
+//     about 300 was late).
 func (e end) waitUsable() error {
 	deadline := time.Now().Add(usableTimeout)
 	for {
-		link, err := e.nd.nl.LinkByName(e.ifName)
-		if err != nil {
-			return fmt.Errorf("find %s: %w", e.ifName, err)
-		}
-		addrs, err := e.nd.nl.AddrList(link, netlink.FAMILY_V6)
-		if err != nil {
-			return fmt.Errorf("list addresses of %s: %w", e.ifName, err)
-		}
-		tentative := 0
-		for _, a := range addrs {
-			if a.Flags&unix.IFA_F_TENTATIVE != 0 {
-				tentative++
-			}
-		}
-		if tentative == 0 {
-			return nil
+		missing, err := e.notUsable()
+		if err != nil || missing == "" {
+			return err
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("wait for %s: %d IPv6 addresses still tentative after %v", e.ifName, tentative, usableTimeout)
+			return fmt.Errorf("wait for IPv6 on %s: %s after %v", e.ifName, missing, usableTimeout)
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
+}
+
+// notUsable says what the end's IPv6 still lacks, or "" when nothing.
+func (e end) notUsable() (string, error) {
+	link, err := e.nd.nl.LinkByName(e.ifName)
+	if err != nil {
+		return "", fmt.Errorf("find %s: %w", e.ifName, err)
+	}
+	addrs, err := e.nd.nl.AddrList(link, netlink.FAMILY_V6)
+	if err != nil {
+		return "", fmt.Errorf("list addresses of %s: %w", e.ifName, err)
+	}
+	groups, err := e.nd.multicastGroups(e.ifName)
+	if err != nil {
+		return "", err
+	}
+	linkLocal := false
+	for _, a := range addrs {
+		switch {
+		case a.Flags&unix.IFA_F_TENTATIVE != 0:
+			return fmt.Sprintf("address %s still tentative", a.IP), nil
+		case !groups[solicitedNode(a.IP)]:
+			return fmt.Sprintf("solicited-node group of %s not joined", a.IP), nil
+		case a.IP.IsLinkLocalUnicast():
+			linkLocal = true
+		}
+	}
+	if !linkLocal {
+		return "no link-local address", nil
+	}
+	return "", nil
+}
+
+// solicitedNode is the multicast group ff02::1:ffXX:XXXX that neighbour
+// solicitations for ip go to (RFC 4291 section 2.7.1).
+func solicitedNode(ip net.IP) netip.Addr {
+	g := netip.MustParseAddr("ff02::1:ff00:0").As16()
+	copy(g[13:], ip.To16()[13:])
+	return netip.AddrFrom16(g)
+}
+
+// multicastGroups reads the IPv6 groups that ifName has joined from the
+// node's /proc/net/igmp6: "index name group users flags timer", the group
+// in 32 hex digits.
+func (nd *Node) multicastGroups(ifName string) (map[netip.Addr]bool, error) {
+	var table []byte
+	err := nd.Do(func() (err error) {
+		// thread-self: /proc/self/net would show the main thread's namespace.
+		table, err = os.ReadFile("/proc/thread-self/net/igmp6")
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read multicast groups: %w", err)
+	}
+	groups := make(map[netip.Addr]bool)
+	for line := range strings.Lines(string(table)) {
+		f := strings.Fields(line)
+		if len(f) < 3 || f[1] != ifName {
+			continue
+		}
+		b, err := hex.DecodeString(f[2])
+		if err != nil || len(b) != 16 {
+			return nil, fmt.Errorf("read multicast groups: bad group %q", f[2])
+		}
+		groups[netip.AddrFrom16([16]byte(b))] = true
+	}
+	return groups, nil
 }
 
 // delete removes the pair by its a end (the peer goes with it), so that
