@@ -24,7 +24,7 @@ import (
 const warmTimeout = 20 * time.Second
 
 // sinkLinger is how long a background flow's sink waits for its last
-// datagram after the sender is done.
+// datagram or end marker after the sender is done.
 const sinkLinger = 2 * time.Second
 
 // runFlows runs a run's flows in a lab that is up, with the variant's

@@ -17,15 +17,28 @@ import (
 //	magic "ATRU" (4) | flags (1) | id len (1) | reserved (2) |
 //	sequence number (8) | send time, Unix nanoseconds (8) | flow id
 //
-// then zero padding to the flow's datagram size.
+// then zero padding to the flow's datagram size. An end marker is the
+// header and id alone, with the number of datagrams sent where the
+// sequence number goes.
 const (
 	udpMagic     = "ATRU"
 	udpHeaderLen = 24
 	udpFlagLast  = 1 // the flow's last datagram
+	udpFlagEnd   = 2 // an end marker, not data
 )
 
 // paceTick is how often a Background sender wakes to send what is due.
 const paceTick = time.Millisecond
+
+// After its last datagram a sender sends endMarkers end markers,
+// endMarkerGap apart, so that a sink whose last datagrams were lost
+// still learns how many were sent: sequence numbers alone cannot show
+// losses at the end. Spread over 100 ms, they outlast a burst of drops
+// at a full queue.
+const (
+	endMarkers   = 5
+	endMarkerGap = 25 * time.Millisecond
+)
 
 // UDPSender is the sending end of a Background flow.
 type UDPSender struct {
@@ -109,9 +122,30 @@ func (s *UDPSender) Run(ctx context.Context, rec Recorder) (Result, error) {
 	}
 	if err != nil {
 		res.Err = &FlowError{Flow: f.ID, Op: "send", Err: err}
+	} else {
+		s.sendEndMarkers(ctx, buf[:udpHeaderLen+len(f.ID)], p.sent)
 	}
 	rec.Record(res.Record())
 	return res, res.Err
+}
+
+// sendEndMarkers tells the sink that sent datagrams were sent, reusing
+// the header in hdr. Markers are best effort: their errors and losses
+// only leave the sink counting from sequence numbers, as before.
+func (s *UDPSender) sendEndMarkers(ctx context.Context, hdr []byte, sent uint64) {
+	hdr[4] = udpFlagEnd
+	binary.BigEndian.PutUint64(hdr[8:], sent)
+	for i := range endMarkers {
+		if i > 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(endMarkerGap):
+			}
+		}
+		binary.BigEndian.PutUint64(hdr[16:], uint64(time.Now().UnixNano()))
+		s.conn.Write(hdr)
+	}
 }
 
 // UDPSink is the receiving end of Background flows: one socket for any
@@ -123,6 +157,7 @@ type UDPSink struct {
 
 	mu      sync.Mutex
 	flows   map[string]*udpFlow
+	ended   map[string]bool // flows with a result: later datagrams are ignored
 	results []Result
 }
 
@@ -152,7 +187,7 @@ func ListenUDP(addr string, interval time.Duration) (*UDPSink, error) {
 	if interval <= 0 {
 		interval = DefaultInterval
 	}
-	return &UDPSink{conn: c, interval: interval, flows: map[string]*udpFlow{}}, nil
+	return &UDPSink{conn: c, interval: interval, flows: map[string]*udpFlow{}, ended: map[string]bool{}}, nil
 }
 
 // Addr is the sink's address.
@@ -166,7 +201,8 @@ func (s *UDPSink) Close() error { return s.conn.Close() }
 func (s *UDPSink) Malformed() uint64 { return s.malformed.Load() }
 
 // Results returns the results of the flows that have ended (their last
-// datagram came, or Serve returned), in the order they ended.
+// datagram or end marker came, or Serve returned), in the order they
+// ended.
 func (s *UDPSink) Results() []Result {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -175,7 +211,8 @@ func (s *UDPSink) Results() []Result {
 
 // Serve receives until ctx ends or Close is called, records a receiver
 // sample per flow every interval and a result per flow into rec (nil:
-// none). Flows whose last datagram was lost end when Serve returns.
+// none). A flow ends with its last datagram or, if that was lost, its
+// sender's end marker; flows with neither end when Serve returns.
 func (s *UDPSink) Serve(ctx context.Context, rec Recorder) error {
 	rec = orDiscard(rec)
 	stop := context.AfterFunc(ctx, func() { s.conn.Close() })
@@ -202,7 +239,7 @@ func (s *UDPSink) Serve(ctx context.Context, rec Recorder) error {
 	}
 }
 
-// receive counts one datagram.
+// receive counts one datagram, or ends its flow on an end marker.
 func (s *UDPSink) receive(t time.Time, b []byte, rec Recorder) {
 	if len(b) < udpHeaderLen || string(b[:4]) != udpMagic || len(b) < udpHeaderLen+int(b[5]) {
 		s.malformed.Add(1)
@@ -212,10 +249,20 @@ func (s *UDPSink) receive(t time.Time, b []byte, rec Recorder) {
 	seq := binary.BigEndian.Uint64(b[8:])
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.ended[id] {
+		return // a late datagram, or a marker after the last datagram
+	}
 	fl := s.flows[id]
 	if fl == nil {
-		fl = &udpFlow{id: id, start: t, prevTime: t}
+		fl = &udpFlow{id: id, start: t, last: t, prevTime: t}
 		s.flows[id] = fl
+	}
+	if b[4]&udpFlagEnd != 0 {
+		// Every datagram before seq was sent: those not seen are lost,
+		// including a flow whose datagrams were all lost.
+		fl.next = max(fl.next, seq)
+		s.end(fl, rec)
+		return
 	}
 	fl.last = t
 	fl.bytes += uint64(len(b))
@@ -248,6 +295,7 @@ func (fl *udpFlow) record(now time.Time) Record {
 // end turns a flow into a result; s.mu is held.
 func (s *UDPSink) end(fl *udpFlow, rec Recorder) {
 	delete(s.flows, fl.id)
+	s.ended[fl.id] = true
 	res := Result{Flow: Flow{ID: fl.id, Kind: Background}, Role: Receiver,
 		Start: fl.start, Completion: fl.last.Sub(fl.start),
 		Bytes: fl.bytes, Datagrams: fl.datagrams, Lost: fl.next - fl.datagrams}
