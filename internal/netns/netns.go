@@ -15,6 +15,8 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/amptcp/amptcp/internal/osthread"
 )
 
 // Dir is where named namespaces are bind-mounted, as iproute2 does.
@@ -65,13 +67,8 @@ func (n *NS) Do(fn func() error) error {
 		return fmt.Errorf("get current namespace: %w", err)
 	}
 	defer orig.Close()
-	target, err := netns.GetFromName(n.Name)
-	if err != nil {
-		return fmt.Errorf("open namespace %s: %w", n.Name, err)
-	}
-	defer target.Close()
-	if err := netns.Set(target); err != nil {
-		return fmt.Errorf("enter namespace %s: %w", n.Name, err)
+	if err := n.enter(); err != nil {
+		return err
 	}
 	fnErr := fn()
 	if err := netns.Set(orig); err != nil {
@@ -80,6 +77,67 @@ func (n *NS) Do(fn func() error) error {
 		runtime.Goexit()
 	}
 	return fnErr
+}
+
+// WriteSysfs writes value to the file rel under the namespace's /sys,
+// such as "class/net/tap0/queues/rx-0/rps_cpus". Network devices show in
+// a sysfs only in the namespace that mounted it, and some of their
+// settings (receive steering) are nowhere but there: see inSysfs.
+func (n *NS) WriteSysfs(rel, value string) error {
+	return n.inSysfs(func(root string) error {
+		return os.WriteFile(filepath.Join(root, rel), []byte(value), 0)
+	})
+}
+
+// ReadSysfs reads the file rel under the namespace's /sys.
+func (n *NS) ReadSysfs(rel string) (string, error) {
+	var b []byte
+	err := n.inSysfs(func(root string) (err error) {
+		b, err = os.ReadFile(filepath.Join(root, rel))
+		return err
+	})
+	return string(b), err
+}
+
+// inSysfs runs fn with a sysfs of the namespace mounted at root, as
+// `ip netns exec` does: on a thread of its own that enters the namespace
+// and a private mount namespace, mounts sysfs there and then ends, so
+// that neither the mount nor the namespaces outlive the call or reach
+// any other thread.
+func (n *NS) inSysfs(fn func(root string) error) error {
+	errc := make(chan error, 1)
+	osthread.Go(func() { errc <- n.mountSysfs(fn) })
+	return <-errc
+}
+
+// enter moves the calling thread, which is locked, into the namespace.
+func (n *NS) enter() error {
+	target, err := netns.GetFromName(n.Name)
+	if err != nil {
+		return fmt.Errorf("open namespace %s: %w", n.Name, err)
+	}
+	defer target.Close()
+	if err := netns.Set(target); err != nil {
+		return fmt.Errorf("enter namespace %s: %w", n.Name, err)
+	}
+	return nil
+}
+
+func (n *NS) mountSysfs(fn func(root string) error) error {
+	if err := n.enter(); err != nil {
+		return err
+	}
+	if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+		return fmt.Errorf("unshare the mount namespace: %w", err)
+	}
+	// Private first, so that the mount below never propagates back.
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("make mounts private: %w", err)
+	}
+	if err := unix.Mount("sysfs", "/sys", "sysfs", 0, ""); err != nil {
+		return fmt.Errorf("mount sysfs of namespace %s: %w", n.Name, err)
+	}
+	return fn("/sys")
 }
 
 // Delete removes the namespace by name. Deleting one that does not exist

@@ -5,6 +5,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/vishvananda/netlink"
@@ -100,4 +101,69 @@ func TestLinksAndDeleteLink(t *testing.T) {
 	if links, _ := netns.Links(testenv.Prefix + "-"); slices.Contains(links, name) || slices.Contains(links, name+"p") {
 		t.Fatalf("%v still there after DeleteLink", links)
 	}
+}
+
+// WriteSysfs reaches a device that only the namespace's sysfs shows,
+// and leaves no mount behind in the caller's mount namespace.
+func TestSysfsOfNamespace(t *testing.T) {
+	ns := testenv.NetNS(t)
+	name := testenv.Prefix + "-sy"
+	err := ns.Do(func() error {
+		return netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name}, PeerName: name + "p"})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The caller's thread and the main thread (which /proc/self shows)
+	// keep their mounts and namespaces.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	state := func() string {
+		return readFile(t, "/proc/thread-self/mountinfo") + readFile(t, "/proc/self/mountinfo") +
+			link(t, "/proc/self/ns/net") + link(t, "/proc/self/ns/mnt") + link(t, "/proc/thread-self/ns/mnt")
+	}
+	before := state()
+	rps := "class/net/" + name + "/queues/rx-0/rps_cpus"
+	if err := ns.WriteSysfs(rps, "1"); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ns.ReadSysfs(rps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.TrimLeft(strings.TrimSpace(got), "0,") != "1" {
+		t.Errorf("rps_cpus of %s = %q after writing 1", name, got)
+	}
+	if _, err := os.Stat("/sys/" + rps); !os.IsNotExist(err) {
+		t.Errorf("the caller's /sys shows the namespace's device: %v", err)
+	}
+	for range 20 { // enough calls to land on the main thread
+		if _, err := ns.ReadSysfs(rps); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if after := state(); after != before {
+		t.Errorf("mounts or namespaces changed:\n%s\nwere:\n%s", after, before)
+	}
+	if _, err := ns.ReadSysfs("class/net/" + name + "-none/mtu"); !os.IsNotExist(err) {
+		t.Errorf("reading a device that does not exist: %v, want a not-exist error", err)
+	}
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func link(t *testing.T, path string) string {
+	t.Helper()
+	l, err := os.Readlink(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l + "\n"
 }

@@ -7,10 +7,13 @@ import (
 	"log/slog"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/amptcp/amptcp/internal/osthread"
 )
 
 // ErrClosed is returned by calls on an Emulator that is closed, or on a
@@ -34,6 +37,9 @@ type Emulator struct {
 	log   *slog.Logger
 	epoch time.Time
 	wake  int // an eventfd in the poll set: control calls wake the loop
+	steer steering
+	// loopThread is the loop's thread ID, once it runs.
+	loopThread atomic.Int32
 
 	mu     sync.Mutex
 	cmds   []*command
@@ -73,6 +79,11 @@ func New(log *slog.Logger) (*Emulator, error) {
 		epoch: time.Now(),
 		wake:  wake,
 		done:  make(chan struct{}),
+		steer: steering{loopCPU: -1},
+	}
+	var allowed unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &allowed); err == nil {
+		e.steer = planSteering(allowed)
 	}
 	e.rebuildPoll()
 	// The loop holds a P while it waits (rawPpoll): the rest of the
@@ -80,7 +91,9 @@ func New(log *slog.Logger) (*Emulator, error) {
 	if runtime.GOMAXPROCS(0) < 2 {
 		runtime.GOMAXPROCS(2)
 	}
-	go e.loop()
+	// The loop's thread takes its priority, timer slack and CPU, which no
+	// other goroutine should inherit: it ends with the loop.
+	osthread.Go(e.loop)
 	return e, nil
 }
 
@@ -109,11 +122,11 @@ func (e *Emulator) do(fn func(now int64)) error {
 // removes them. Closing twice is not an error.
 func (e *Emulator) Close() error {
 	err := e.do(func(int64) { e.stopping = true })
-	if errors.Is(err, ErrClosed) {
-		<-e.done
-		return nil
+	if err != nil && !errors.Is(err, ErrClosed) {
+		return err
 	}
-	return err
+	<-e.done // the TAPs are closed, so gone
+	return nil
 }
 
 // AddLink creates the link's TAP devices, up, in their namespaces and
@@ -129,6 +142,12 @@ func (e *Emulator) AddLink(cfg LinkConfig) (*Link, error) {
 		if l.fds[i], err = openTAP(ep, cfg.MTU); err != nil {
 			l.closeFDs()
 			return nil, err
+		}
+		if e.steer.loopCPU < 0 {
+			continue
+		}
+		if err := e.steer.steerTAP(ep); err != nil {
+			e.log.Warn("cannot steer a TAP's receive work away from the loop; links will carry less", "tap", ep.Name, "netns", ep.Namespace, "err", err)
 		}
 	}
 	l.pipes = [2]*pipe{newPipe(cfg.AB, cfg.Seed, AToB), newPipe(cfg.BA, cfg.Seed, BToA)}
@@ -159,8 +178,7 @@ func (e *Emulator) rebuildPoll() {
 // loop is the one goroutine that moves frames. It stays on one OS thread
 // so that the thread's sleeps in ppoll are all the waiting there is.
 func (e *Emulator) loop() {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
+	e.loopThread.Store(int32(unix.Gettid()))
 	defer close(e.done)
 	// A thread's timer slack (50 us by default) lets the kernel wake it
 	// late to batch wakeups; the loop wants the nanoseconds it asks for.
@@ -173,6 +191,11 @@ func (e *Emulator) loop() {
 	// machine delays frames by microseconds, not by a scheduler slice.
 	// It sleeps whenever nothing is due, and the kernel's real-time
 	// throttling (95 % of a CPU by default) bounds it when it is not.
+	if e.steer.loopCPU >= 0 {
+		if err := e.steer.pinLoop(); err != nil {
+			e.log.Warn("cannot pin the loop to its CPU; it may share one with the TAPs' receive work", "cpu", e.steer.loopCPU, "err", err)
+		}
+	}
 	attr := unix.SchedAttr{Policy: unix.SCHED_FIFO, Priority: loopPriority}
 	if err := unix.SchedSetAttr(0, &attr, 0); err != nil {
 		e.log.Warn("cannot run the loop at real-time priority; frames will be late on a busy machine", "err", err)
