@@ -13,7 +13,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/amptcp/amptcp/benchdp"
+	"github.com/amptcp/amptcp/bench/dataplane"
 )
 
 var dataplaneUsage = fmt.Sprintf(`dataplane builds, in network namespaces of its own (named
@@ -40,8 +40,8 @@ iperf3 (make deps). Progress goes to stderr.
 
 The defaults make %d iperf3 runs and take about %d minutes;
 --variants plain,vxlan --duration 1s --repetitions 1 takes about 15 s.
-`, func() int { o := benchdp.Options{}; o.Validate(); return o.Runs() }(),
-	int(benchdp.Estimate(benchdp.Options{}).Minutes()+0.999))
+`, func() int { o := dataplane.Options{}; o.Validate(); return o.Runs() }(),
+	int(dataplane.Estimate(dataplane.Options{}).Minutes()+0.999))
 
 // runBenchDataplane runs `amptcp bench dataplane`. Exit status: 0 when
 // some variant was measured (a missed target or a variant that did not
@@ -50,15 +50,15 @@ The defaults make %d iperf3 runs and take about %d minutes;
 func runBenchDataplane(args []string, stdout, stderr io.Writer) int {
 	flags := flag.NewFlagSet("bench dataplane", flag.ContinueOnError)
 	flags.SetOutput(stderr)
-	var opts benchdp.Options
+	var opts dataplane.Options
 	jsonOut := flags.Bool("json", false, "print the result as one JSON object, with every repetition's numbers")
-	flags.Var((*listFlag)(&opts.Variants), "variants", "measure these `variants`, comma-separated (default "+strings.Join(benchdp.VariantNames(), ",")+")")
-	flags.Var((*listFlag)(&opts.Profiles), "profiles", "offload `profiles`, comma-separated (default "+strings.Join(benchdp.ProfileNames(), ",")+")")
+	flags.Var((*listFlag)(&opts.Variants), "variants", "measure these `variants`, comma-separated (default "+strings.Join(dataplane.VariantNames(), ",")+")")
+	flags.Var((*listFlag)(&opts.Profiles), "profiles", "offload `profiles`, comma-separated (default "+strings.Join(dataplane.ProfileNames(), ",")+")")
 	flags.Var((*intsFlag)(&opts.Streams), "streams", "numbers of parallel TCP `streams`, comma-separated (default 1,4)")
-	flags.DurationVar(&opts.Duration, "duration", benchdp.DefaultDuration, "length `D` of each iperf3 run, whole seconds")
-	flags.IntVar(&opts.Repetitions, "repetitions", benchdp.DefaultRepetitions, "`N` repetitions of every run, interleaved across variants")
-	flags.StringVar(&opts.Congestion, "congestion", benchdp.DefaultCongestion, "TCP congestion control `CC`")
-	flags.DurationVar(&opts.SetupTimeout, "setup-timeout", benchdp.DefaultSetupTimeout, "give each variant `D` to come up")
+	flags.DurationVar(&opts.Duration, "duration", dataplane.DefaultDuration, "length `D` of each iperf3 run, whole seconds")
+	flags.IntVar(&opts.Repetitions, "repetitions", dataplane.DefaultRepetitions, "`N` repetitions of every run, interleaved across variants")
+	flags.StringVar(&opts.Congestion, "congestion", dataplane.DefaultCongestion, "TCP congestion control `CC`")
+	flags.DurationVar(&opts.SetupTimeout, "setup-timeout", dataplane.DefaultSetupTimeout, "give each variant `D` to come up")
 	flags.StringVar(&opts.Lispd, "lispd", "", "the lispd binary `PATH` (default: next to amptcp, else in $PATH)")
 	flags.StringVar(&opts.Iperf3, "iperf3", "", "the iperf3 binary `PATH` (default: in $PATH)")
 	flags.BoolVar(&opts.Pin, "pin", false, "pin iperf3's client and server to two CPUs (default: where the scheduler puts them)")
@@ -84,7 +84,7 @@ func runBenchDataplane(args []string, stdout, stderr io.Writer) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	res, err := benchdp.Run(ctx, opts)
+	res, err := dataplane.Run(ctx, opts)
 	if res != nil {
 		var werr error
 		if *jsonOut {
@@ -92,7 +92,7 @@ func runBenchDataplane(args []string, stdout, stderr io.Writer) int {
 			enc.SetIndent("", "  ")
 			werr = enc.Encode(res)
 		} else {
-			werr = benchdp.WriteText(stdout, res)
+			werr = dataplane.WriteText(stdout, res)
 		}
 		err = errors.Join(err, werr)
 	}

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/amptcp/amptcp/benchdp"
+	"github.com/amptcp/amptcp/bench/dataplane"
 	"github.com/amptcp/amptcp/internal/netns"
 	"github.com/amptcp/amptcp/internal/testenv"
 )
@@ -54,7 +54,7 @@ func TestBenchDataplane(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("bench dataplane = %d\n%s", code, errOut)
 	}
-	var res benchdp.Result
+	var res dataplane.Result
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatalf("output is not a result: %v\n%s", err, out)
 	}

@@ -1,0 +1,88 @@
+package dataplane
+
+import (
+	"fmt"
+	"strings"
+)
+
+// The keys the sites register with.
+const (
+	keySiteA = "amptcp bench site-a"
+	keySiteB = "amptcp bench site-b"
+)
+
+// mapServerConfig is the lispd of the mapping system: map-server and
+// map-resolver for both sites, answering for their ETRs (proxy-reply).
+func mapServerConfig(sock, listen string) string {
+	return `# amptcp bench dataplane: the mapping system
+roles: [map-server, map-resolver]
+listen: ["` + listen + `"]
+log: {level: info}
+control: {socket: "` + sock + `"}
+map-server:
+  sites:
+    - name: site-a
+      keys: [{id: 0, algorithm: hmac-sha256, secret: "` + keySiteA + `"}]
+      eid-prefixes: [{prefix: ` + siteA + `}]
+    - name: site-b
+      keys: [{id: 0, algorithm: hmac-sha256, secret: "` + keySiteB + `"}]
+      eid-prefixes: [{prefix: ` + siteB + `}]
+map-resolver:
+  rate-limit: {per-second: 0}
+`
+}
+
+// xtrSpec is what differs between the two xTRs of a variant.
+type xtrSpec struct {
+	sock      string
+	rloc      string   // the RLOC, also where lispd listens
+	eidIface  string   // toward the site's host
+	rlocIface string   // toward the underlay
+	eidPrefix string   // the site's
+	key       string   // the site's
+	elp       []string // if not empty, the site is registered with this ELP (RTRs, then rloc) instead of rloc alone
+	resolver  string   // map-resolver and map-server
+}
+
+// xtrConfig is the lispd of a site's edge router: ITR for its host's
+// packets, ETR for the packets to it.
+func xtrConfig(x xtrSpec) string {
+	var loc string
+	if len(x.elp) > 0 {
+		loc = fmt.Sprintf("{elp: [%s], priority: 1, weight: 100}", strings.Join(x.elp, ", "))
+	} else {
+		loc = fmt.Sprintf("{address: %s, priority: 1, weight: 100}", x.rloc)
+	}
+	return `# amptcp bench dataplane: the xTR of ` + x.eidPrefix + `
+roles: [xtr]
+listen: ["` + x.rloc + `"]
+log: {level: info}
+control: {socket: "` + x.sock + `"}
+dataplane:
+  eid-interfaces: [` + x.eidIface + `]
+  rloc-interfaces: [` + x.rlocIface + `]
+map-cache:
+  map-resolvers: ["` + x.resolver + `"]
+xtr:
+  database-mappings:
+    - eid-prefix: ` + x.eidPrefix + `
+      locators: [` + loc + `]
+  map-servers:
+    - {address: "` + x.resolver + `", key-id: 0, algorithm: hmac-sha256, secret: "` + x.key + `", proxy-reply: true}
+`
+}
+
+// rtrConfig is the lispd of the middle router: it re-encapsulates the
+// packets of the ELPs that name it.
+func rtrConfig(sock string, listen, rlocIfaces []string, resolver string) string {
+	return `# amptcp bench dataplane: the RTR
+roles: [rtr]
+listen: ["` + strings.Join(listen, `", "`) + `"]
+log: {level: info}
+control: {socket: "` + sock + `"}
+dataplane:
+  rloc-interfaces: [` + strings.Join(rlocIfaces, ", ") + `]
+map-cache:
+  map-resolvers: ["` + resolver + `"]
+`
+}

@@ -1,0 +1,107 @@
+// Package maprequest measures lispd as a map-server and map-resolver over
+// loopback UDP, for `amptcp bench map-request` (issue #3): how many
+// Map-Registers with HMAC-SHA-256 and how many Map-Requests per second
+// lispd answers on one core, the latency of Map-Requests at half that
+// rate, and the memory a registered prefix takes.
+//
+// The numbers of a shared, noisy machine mean little alone, so every run
+// also measures a reference: a server that does lispd's batched UDP I/O
+// and nothing else (ServeEcho), on the same CPU with the same GOMAXPROCS.
+// lispd and the reference take turns, ten of a tenth of the duration
+// each, so that the machine's noise falls on both alike. The ratio of
+// their rates is what lispd's LISP work costs; the reference's rate is
+// what the kernel and Go's UDP path allow on this machine.
+//
+// The generator runs on one locked thread pinned to another CPU, calls
+// sendmmsg and recvmmsg itself, polls rather than sleeps, and allocates
+// nothing per request, so that it stays ahead of the server it measures;
+// it reports how busy it was. A latency runs from just before sendmmsg to
+// the kernel's receive timestamp of the reply, so that the generator's own
+// scheduling delays are not counted against the server.
+package maprequest
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Options configure a run. The zero value of a field means its default.
+type Options struct {
+	// Lispd is the lispd binary; by default the one next to the running
+	// executable, else the one in $PATH.
+	Lispd string
+	// Reference is the command that runs the reference server (ServeEcho)
+	// as `amptcp bench echo-server` does: the bench appends
+	// "-reply-size N -notify-size M", reads the address it listens on
+	// from the first line of its output, and closes its input to stop it.
+	Reference []string
+	// Prefixes is how many prefixes to register (default 1,000,000).
+	Prefixes int
+	// Duration is the length of each measurement, after its warm-up
+	// (default 5s).
+	Duration time.Duration
+	// Window is how many requests the closed loops keep in flight
+	// (default 128). lispd's socket keeps the kernel's default receive
+	// buffer (net.core.rmem_default, 208 KiB: about 270 small datagrams);
+	// a window beyond that overflows it and turns into losses rather
+	// than throughput, while one or two of lispd's batches of 64 keep it
+	// busy.
+	Window int
+	// Keep keeps the temporary directory with lispd's configuration and
+	// log.
+	Keep bool
+	// Progress, if not nil, receives a line on each phase and about every
+	// second of the long ones.
+	Progress func(line string)
+}
+
+// Defaults.
+const (
+	DefaultPrefixes = 1_000_000
+	DefaultDuration = 5 * time.Second
+	DefaultWindow   = 128
+)
+
+// maxPrefixes keeps the EIDs within the two site prefixes, which hold
+// about 20 million prefixes of lengths /16 to /32 but get slow to fill
+// near that.
+const maxPrefixes = 10_000_000
+
+// Validate fills in the defaults and returns every problem of the
+// options at once.
+func (o *Options) Validate() error {
+	if o.Prefixes == 0 {
+		o.Prefixes = DefaultPrefixes
+	}
+	if o.Duration == 0 {
+		o.Duration = DefaultDuration
+	}
+	if o.Window == 0 {
+		o.Window = DefaultWindow
+	}
+	var errs []error
+	if o.Prefixes < 1 || o.Prefixes > maxPrefixes {
+		errs = append(errs, fmt.Errorf("prefixes: %d is not between 1 and %d", o.Prefixes, maxPrefixes))
+	}
+	if o.Duration < 10*time.Millisecond || o.Duration > time.Hour {
+		errs = append(errs, fmt.Errorf("duration: %s is not between 10ms and 1h", o.Duration))
+	}
+	if o.Window < 1 || o.Window > ringSize/2 {
+		errs = append(errs, fmt.Errorf("window: %d is not between 1 and %d", o.Window, ringSize/2))
+	}
+	if len(o.Reference) == 0 {
+		errs = append(errs, errors.New("reference: no command for the reference server"))
+	}
+	return errors.Join(errs...)
+}
+
+// turns is how many times lispd and the reference take turns in each
+// measurement: the noise of a shared machine (other tenants, the host's
+// housekeeping, frequency changes) then falls on both alike, and their
+// ratio holds even when the rates drift.
+const turns = 10
+
+// ringSize bounds the requests in flight: a request is tracked in slot
+// nonce%ringSize. At 8M/s it wraps after lostAfter.
+const ringSize = 1 << 21

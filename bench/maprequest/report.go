@@ -1,0 +1,216 @@
+package maprequest
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+)
+
+// The targets of issue #3, for lispd on one core.
+const (
+	TargetRegisters = 100_000 // Map-Registers with HMAC-SHA-256 per second
+	TargetRequests  = 500_000 // Map-Requests answered per second
+	TargetP99       = 1000    // µs, at half the maximum rate
+)
+
+// Result is what `amptcp bench map-request` measured; its JSON is the
+// --json output.
+type Result struct {
+	Prefixes    int             `json:"prefixes"`
+	Seconds     float64         `json:"duration_seconds"` // of each measurement
+	Window      int             `json:"window"`
+	MapRegister RegisterResult  `json:"map_register"`
+	MapRequest  RequestResult   `json:"map_request"`
+	Latency     LatencyResult   `json:"latency"`
+	Memory      MemoryResult    `json:"memory"`
+	Environment EnvironmentInfo `json:"environment"`
+}
+
+// RegisterResult is the Map-Register phase: every prefix registered once,
+// with HMAC-SHA-256, acknowledged by Map-Notify.
+type RegisterResult struct {
+	Count       int     `json:"count"`
+	Accepted    uint64  `json:"accepted"`   // lispd's counter, resent ones included
+	Registered  int     `json:"registered"` // prefixes lispd holds afterwards
+	Resent      int     `json:"resent"`
+	Seconds     float64 `json:"seconds"`
+	PerSecond   float64 `json:"per_second"`
+	ServerCPU   float64 `json:"server_cpu"` // cores lispd used
+	NotifyBytes int     `json:"notify_bytes"`
+	// The reference server answered the same Map-Registers, in turns
+	// with lispd, with datagrams of the Map-Notify's size.
+	ReferencePerSecond   float64 `json:"reference_per_second"`
+	ReferenceNotifyBytes int     `json:"reference_notify_bytes"`
+	RatioToReference     float64 `json:"ratio_to_reference"`
+	TargetPerSecond      float64 `json:"target_per_second"`
+	Met                  bool    `json:"met"`
+}
+
+// RequestResult is the maximum rate of Map-Requests, lispd's and the
+// reference server's, measured the same way in the same run.
+type RequestResult struct {
+	MaxPerSecond       float64 `json:"max_per_second"`
+	Lost               uint64  `json:"lost"`
+	ReferencePerSecond float64 `json:"reference_per_second"`
+	RatioToReference   float64 `json:"ratio_to_reference"`
+	TargetPerSecond    float64 `json:"target_per_second"`
+	Met                bool    `json:"met"`
+	Lispd              Load    `json:"lispd"`
+	Reference          Load    `json:"reference"`
+}
+
+// Load is one closed-loop measurement.
+type Load struct {
+	PerSecond    float64 `json:"per_second"`
+	Replies      uint64  `json:"replies"` // during the measurement
+	Lost         uint64  `json:"lost"`    // no reply within 250 ms
+	Negative     uint64  `json:"negative"`
+	Unmatched    uint64  `json:"unmatched"`
+	ReplyBytes   int     `json:"reply_bytes"`
+	ServerCPU    float64 `json:"server_cpu"`    // cores the server used
+	GeneratorCPU float64 `json:"generator_cpu"` // cores the generator's thread used, polling included
+	// GeneratorBusy is the share of the time the generator had something
+	// to send or receive: well under 1, the generator kept up and the
+	// rate is the server's.
+	GeneratorBusy float64 `json:"generator_busy"`
+	KernelDrops   uint64  `json:"kernel_drops"` // UDP receive-buffer drops, host-wide
+}
+
+// LatencyResult is the open-loop phase at half lispd's maximum rate:
+// lispd's latencies, and the reference's at the same rate, which are
+// those of the kernel and the machine alone.
+type LatencyResult struct {
+	Rate        float64  `json:"rate"`
+	OpenLoad             // lispd's: per_second, p50_us ... max_us, lost
+	TargetP99US float64  `json:"target_p99_us"`
+	Met         bool     `json:"met"`
+	Reference   OpenLoad `json:"reference"`
+}
+
+// OpenLoad is one open-loop measurement.
+type OpenLoad struct {
+	PerSecond    float64 `json:"per_second"` // achieved
+	Distribution         // p50_us ... max_us
+	Lost         uint64  `json:"lost"`
+	// Skipped are requests not sent because the generator fell more than
+	// a millisecond behind its schedule: sent late in a burst, they would
+	// overflow the server's socket buffer and measure the generator.
+	Skipped       uint64  `json:"skipped"`
+	ScheduleLagUS float64 `json:"schedule_lag_max_us"`
+	ServerCPU     float64 `json:"server_cpu"`
+	KernelDrops   uint64  `json:"kernel_drops"` // UDP receive-buffer drops, host-wide
+}
+
+// MemoryResult is lispd's memory for the registrations: the live heap
+// after a garbage collection, and the resident set, before and after
+// registering.
+type MemoryResult struct {
+	HeapBytesPerPrefix float64 `json:"heap_bytes_per_prefix"`
+	RSSBytesPerPrefix  float64 `json:"rss_bytes_per_prefix"`
+	HeapBefore         uint64  `json:"heap_before"`
+	HeapAfter          uint64  `json:"heap_after"`
+	RSSBefore          uint64  `json:"rss_before"`
+	RSSAfter           uint64  `json:"rss_after"`
+}
+
+// EnvironmentInfo says where the numbers come from.
+type EnvironmentInfo struct {
+	Lispd            string `json:"lispd"`
+	LispdVersion     string `json:"lispd_version"`
+	LispdPinning     string `json:"lispd_pinning"`
+	ReferencePinning string `json:"reference_pinning"`
+	GeneratorPinning string `json:"generator_pinning"`
+	Priority         string `json:"priority"` // of the generator's thread and the servers
+	Go               string `json:"go"`
+	Kernel           string `json:"kernel"`
+	CPUs             int    `json:"cpus"`
+}
+
+// WriteText prints the result as a table of the targets, then the details.
+func WriteText(w io.Writer, r *Result) error {
+	var b strings.Builder
+	reg, req, lat := r.MapRegister, r.MapRequest, r.Latency
+	fmt.Fprintf(&b, "lispd as map-server and map-resolver on loopback UDP, %d registered prefixes\n\n", r.Prefixes)
+	row := func(metric, measured, target, verdict string) {
+		line := fmt.Sprintf("%-32s %12s %14s  %s", metric, measured, target, verdict)
+		b.WriteString(strings.TrimRight(line, " ") + "\n")
+	}
+	met := func(ok bool) string {
+		if ok {
+			return "MET"
+		}
+		return "MISSED"
+	}
+	row("", "measured", "target", "")
+	row("Map-Register (HMAC-SHA-256)", rate(reg.PerSecond), "≥ "+rate(reg.TargetPerSecond), met(reg.Met))
+	row("  reference, same run", rate(reg.ReferencePerSecond), "",
+		fmt.Sprintf("lispd does %.0f%% of it", 100*reg.RatioToReference))
+	row("Map-Request, maximum", rate(req.MaxPerSecond), "≥ "+rate(req.TargetPerSecond), met(req.Met))
+	row("  reference, same run", rate(req.ReferencePerSecond), "",
+		fmt.Sprintf("lispd does %.0f%% of it", 100*req.RatioToReference))
+	row("Map-Request p99 at "+rate(lat.Rate), us(lat.P99), "< "+us(lat.TargetP99US), met(lat.Met))
+	row("  reference, same rate", us(lat.Reference.P99), "", "")
+	row("memory per prefix, heap", byteCount(r.Memory.HeapBytesPerPrefix), "", "")
+	row("memory per prefix, RSS", byteCount(r.Memory.RSSBytesPerPrefix), "", "")
+
+	fmt.Fprintf(&b, "\nThe reference is a UDP server doing lispd's batched I/O and nothing else.\n")
+	for _, t := range []struct {
+		what              string
+		reference, target float64
+	}{{"Map-Register", reg.ReferencePerSecond, reg.TargetPerSecond}, {"Map-Request", req.ReferencePerSecond, req.TargetPerSecond}} {
+		if t.reference < t.target {
+			fmt.Fprintf(&b, "Its %s rate is below the %s target: that target is beyond this machine's UDP path.\n", t.what, rate(t.target))
+		}
+	}
+	if req.Reference.GeneratorBusy > 0.95 {
+		fmt.Fprintf(&b, "The generator was busy %.0f%% of the time: the reference's rate is a lower bound.\n", 100*req.Reference.GeneratorBusy)
+	}
+	fmt.Fprintf(&b, "\nMap-Register: %d in %.2fs in %d turns, %d accepted, %d registered, %d resent; lispd used %.2f cores; Map-Notify %d bytes, the reference's %d\n",
+		reg.Count, reg.Seconds, turns, reg.Accepted, reg.Registered, reg.Resent, reg.ServerCPU, reg.NotifyBytes, reg.ReferenceNotifyBytes)
+	fmt.Fprintf(&b, "maximum rate, window %d, %gs each in turns:\n", r.Window, r.Seconds)
+	for _, l := range []struct {
+		name string
+		Load
+	}{{"lispd", req.Lispd}, {"reference", req.Reference}} {
+		fmt.Fprintf(&b, "  %-9s %s: %d replies of %d bytes, %d lost, %d negative; server used %.2f cores, generator busy %.0f%%; kernel drops %d\n",
+			l.name, rate(l.PerSecond), l.Replies, l.ReplyBytes, l.Lost, l.Negative, l.ServerCPU, 100*l.GeneratorBusy, l.KernelDrops)
+	}
+	fmt.Fprintf(&b, "latency at %s, open loop, %gs each:\n", rate(lat.Rate), r.Seconds)
+	for _, l := range []struct {
+		name string
+		OpenLoad
+	}{{"lispd", lat.OpenLoad}, {"reference", lat.Reference}} {
+		fmt.Fprintf(&b, "  %-9s %s: p50 %s, p90 %s, p99 %s, p99.9 %s, max %s; %d lost (kernel drops %d), %d skipped, lag ≤ %s; server used %.2f cores\n",
+			l.name, rate(l.PerSecond), us(l.P50), us(l.P90), us(l.P99), us(l.P999), us(l.Max),
+			l.Lost, l.KernelDrops, l.Skipped, us(l.ScheduleLagUS), l.ServerCPU)
+	}
+	m := r.Memory
+	fmt.Fprintf(&b, "memory: heap %s -> %s, RSS %s -> %s\n", mib(m.HeapBefore), mib(m.HeapAfter), mib(m.RSSBefore), mib(m.RSSAfter))
+	e := r.Environment
+	fmt.Fprintf(&b, "pinning: lispd %s; reference %s; generator %s\n", e.LispdPinning, e.ReferencePinning, e.GeneratorPinning)
+	fmt.Fprintf(&b, "priority: %s, for lispd, the reference and the generator's thread\n", e.Priority)
+	fmt.Fprintf(&b, "lispd %s (%s), %s, Linux %s, %d CPUs\n", e.LispdVersion, e.Lispd, e.Go, e.Kernel, e.CPUs)
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// rate writes a rate per second with thousands separated: 512,345/s.
+func rate(v float64) string { return thousands(int64(v+0.5)) + "/s" }
+
+func us(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) + " µs" }
+
+func byteCount(v float64) string { return strconv.FormatFloat(v, 'f', 0, 64) + " B" }
+
+func mib(v uint64) string { return strconv.FormatFloat(float64(v)/(1<<20), 'f', 1, 64) + " MiB" }
+
+func thousands(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	if n < 0 {
+		return "-" + thousands(-n)
+	}
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}

@@ -1,0 +1,68 @@
+package maprequest
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+)
+
+func TestPercentileNearestRank(t *testing.T) {
+	var hundred []time.Duration
+	for i := 1; i <= 100; i++ {
+		hundred = append(hundred, time.Duration(i)*time.Microsecond)
+	}
+	for _, tc := range []struct {
+		samples []time.Duration
+		p       float64
+		want    time.Duration
+	}{
+		{hundred, 50, 50 * time.Microsecond},
+		{hundred, 90, 90 * time.Microsecond},
+		{hundred, 99, 99 * time.Microsecond},
+		{hundred, 99.9, 100 * time.Microsecond}, // rank ceil(99.9) = 100
+		{hundred, 100, 100 * time.Microsecond},
+		{hundred, 0.5, 1 * time.Microsecond},
+		{hundred, 0, 0},
+		{nil, 50, 0},
+		{[]time.Duration{7}, 99, 7},
+		{[]time.Duration{1, 2, 3, 4}, 50, 2}, // no interpolation: a latency that happened
+		{[]time.Duration{1, 2, 3, 4}, 51, 3},
+	} {
+		if got := Percentile(tc.samples, tc.p); got != tc.want {
+			t.Errorf("Percentile(%d samples, %v) = %v, want %v", len(tc.samples), tc.p, got, tc.want)
+		}
+	}
+}
+
+func TestSummarizeSortsAndOrders(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	samples := make([]time.Duration, 10_000)
+	for i := range samples {
+		samples[i] = time.Duration(r.ExpFloat64() * float64(30*time.Microsecond))
+	}
+	max := slices.Max(samples)
+	d := Summarize(samples)
+	if !slices.IsSorted(samples) {
+		t.Error("samples are not sorted")
+	}
+	if d.Samples != len(samples) || d.Max != micros(max) {
+		t.Errorf("samples %d, max %v µs; want %d, %v µs", d.Samples, d.Max, len(samples), micros(max))
+	}
+	if !(0 < d.P50 && d.P50 <= d.P90 && d.P90 <= d.P99 && d.P99 <= d.P999 && d.P999 <= d.Max) {
+		t.Errorf("percentiles out of order: %+v", d)
+	}
+	// The median of an exponential distribution is its mean times ln 2.
+	if d.P50 < 18 || d.P50 > 24 {
+		t.Errorf("p50 %v µs, want about 20.8", d.P50)
+	}
+	if z := Summarize(nil); z != (Distribution{}) {
+		t.Errorf("no samples: %+v", z)
+	}
+}
+
+func TestMicros(t *testing.T) {
+	if got := micros(1234567 * time.Nanosecond); got != 1234.6 {
+		t.Errorf("micros = %v, want 1234.6", got)
+	}
+}

@@ -1,0 +1,121 @@
+package maprequest
+
+import (
+	"context"
+	"net"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestUDPConnBatches sends a batch to the reference server and checks
+// that the replies come back with the kernel's arrival time.
+func TestUDPConnBatches(t *testing.T) {
+	srv, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	go ServeEcho(srv, EchoSizes{Reply: 40, Notify: 84})
+	c, err := dialUDP(srv.LocalAddr().(*net.UDPAddr).AddrPort())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.close()
+	reqs, err := newRequests(3, newPrefixes(3), c.local)
+	if err != nil {
+		t.Fatal(err)
+	}
+	send := newBatch(maxBatch, reqs.size)
+	for i := range 3 {
+		b := send.bufs[i][:reqs.size]
+		copy(b, reqs.msg(i))
+		putNonce(b, uint64(100+i))
+		send.point(i, b)
+	}
+	before := time.Now()
+	if n, err := c.send(send, 3); n != 3 || err != nil {
+		t.Fatalf("send = %d, %v", n, err)
+	}
+	recv := newBatch(maxBatch, 2048)
+	got := map[uint64]bool{}
+	for deadline := time.Now().Add(5 * time.Second); len(got) < 3 && time.Now().Before(deadline); {
+		if err := c.wait(100 * time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+		n, err := c.recv(recv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range n {
+			nonce, _, ok := readReply(recv.received(i))
+			at, stamped := recv.arrival(i)
+			if !ok || !stamped || at < before.UnixNano() || at > time.Now().UnixNano() {
+				t.Errorf("reply %x: nonce ok %v, arrival %v (%v), sent at %v", recv.received(i), ok, time.Unix(0, at), stamped, before)
+			}
+			got[nonce] = true
+		}
+	}
+	if !got[100] || !got[101] || !got[102] {
+		t.Errorf("replies for nonces %v, want 100 to 102", got)
+	}
+}
+
+// TestRegisterGivesUp checks that the Map-Register phase ends with an
+// error when nothing acknowledges, instead of resending forever.
+func TestRegisterGivesUp(t *testing.T) {
+	defer func(d time.Duration) { stallAfter = d }(stallAfter)
+	stallAfter = 400 * time.Millisecond
+	silent, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	c, err := dialUDP(silent.LocalAddr().(*net.UDPAddr).AddrPort())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.close()
+	regs, err := newRegisters(newPrefixes(5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st registerStats
+	err = register(context.Background(), c, regs, 1, 5, 0, 2, &st)
+	if err == nil || !strings.Contains(err.Error(), "no Map-Notify for 400ms, 0 of 4 acknowledged") {
+		t.Errorf("register = %v", err)
+	}
+	if st.resent == 0 {
+		t.Errorf("nothing resent after %s", lostAfter)
+	}
+}
+
+// TestRegisterRange registers a range of the Map-Registers with the
+// reference server, which acknowledges them as lispd does.
+func TestRegisterRange(t *testing.T) {
+	srv, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	regs, err := newRegisters(newPrefixes(10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sizes := answerSizes(regs)
+	go ServeEcho(srv, sizes)
+	c, err := dialUDP(srv.LocalAddr().(*net.UDPAddr).AddrPort())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.close()
+	var st registerStats
+	for _, r := range [][2]int{{0, 3}, {3, 10}} {
+		if err := register(context.Background(), c, regs, r[0], r[1], 0, 4, &st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st.acked != 10 || st.notifySize != sizes.Notify || st.elapsed <= 0 {
+		t.Errorf("register: %+v, want 10 acknowledged with %d-byte notifies", st, sizes.Notify)
+	}
+}

@@ -1,0 +1,113 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/amptcp/amptcp/bench/maprequest"
+)
+
+// TestMain lets the test binary stand in for amptcp when the bench starts
+// its reference server as `<this executable> bench echo-server`.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 2 && os.Args[1] == "bench" && os.Args[2] == "echo-server" {
+		os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+func TestBenchArgumentErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"bench"}, 2, "usage: amptcp bench map-request"},
+		{[]string{"bench", "frobnicate"}, 2, `unknown benchmark "frobnicate"`},
+		{[]string{"bench", "map-request", "--prefixes", "0"}, 2, "must be positive"},
+		{[]string{"bench", "map-request", "--duration", "-1s"}, 2, "must be positive"},
+		{[]string{"bench", "map-request", "--window", "many"}, 2, `invalid value "many" for flag -window`},
+		{[]string{"bench", "map-request", "extra"}, 2, `unexpected argument "extra"`},
+		{[]string{"bench", "map-request", "--prefixes", "20000000"}, 2, "prefixes: 20000000 is not between 1 and 10000000"},
+		{[]string{"bench", "map-request", "--lispd", "/nonexistent/lispd"}, 1, "find lispd"},
+		{[]string{"bench", "echo-server", "-reply-size", "3", "-notify-size", "84"}, 2, "reply sizes 3 and 84"},
+		{[]string{"bench", "echo-server", "-reply-size", "40", "-notify-size", "84", "-listen", "nowhere"}, 2, "-listen nowhere"},
+	} {
+		code, _, errOut := runCmd("", tc.args...)
+		if code != tc.code || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%v = %d, %q; want %d and %q", tc.args, code, errOut, tc.code, tc.want)
+		}
+	}
+	if code, out, _ := runCmd("", "bench", "--help"); code != 0 || !strings.Contains(out, "--prefixes N") {
+		t.Errorf("bench --help = %d, %q", code, out)
+	}
+}
+
+// TestBenchMapRequest runs a short benchmark against a lispd built for the
+// test. It checks that every phase measured something coherent, not how
+// fast: this machine's speed is no property of the code.
+func TestBenchMapRequest(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the benchmark needs Linux")
+	}
+	if testing.Short() {
+		t.Skip("builds lispd and runs it for a few seconds")
+	}
+	lispd := filepath.Join(t.TempDir(), "lispd")
+	if out, err := exec.Command("go", "build", "-o", lispd, "github.com/amptcp/amptcp/cmd/lispd").CombinedOutput(); err != nil {
+		t.Fatalf("build lispd: %v\n%s", err, out)
+	}
+	const prefixes = 2000
+	code, out, errOut := runCmd("", "bench", "map-request", "--lispd", lispd,
+		"--prefixes", "2000", "--duration", "500ms", "--json")
+	if code != 0 {
+		t.Fatalf("bench map-request = %d\n%s", code, errOut)
+	}
+	var res maprequest.Result
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("output is not a result: %v\n%s", err, out)
+	}
+	t.Logf("%s", out)
+	reg := res.MapRegister
+	if res.Prefixes != prefixes || reg.Count != prefixes || reg.Accepted < uint64(prefixes) || reg.Accepted > uint64(prefixes+reg.Resent) ||
+		reg.Registered != prefixes || reg.PerSecond <= 0 || reg.TargetPerSecond != 100_000 ||
+		reg.ReferencePerSecond <= 0 || reg.NotifyBytes == 0 || reg.NotifyBytes != reg.ReferenceNotifyBytes {
+		t.Errorf("map_register: %+v", reg)
+	}
+	req := res.MapRequest
+	for _, l := range []maprequest.Load{req.Lispd, req.Reference} {
+		if l.PerSecond <= 0 || l.Lost > l.Replies/100 || l.Negative != 0 || l.Unmatched != 0 || l.ReplyBytes == 0 {
+			t.Errorf("map_request: %+v", l)
+		}
+	}
+	if req.MaxPerSecond != req.Lispd.PerSecond || req.ReferencePerSecond != req.Reference.PerSecond ||
+		req.Lispd.ReplyBytes != req.Reference.ReplyBytes ||
+		req.RatioToReference <= 0 || req.TargetPerSecond != 500_000 {
+		t.Errorf("map_request: %+v", req)
+	}
+	lat := res.Latency
+	for _, l := range []maprequest.OpenLoad{lat.OpenLoad, lat.Reference} {
+		if l.Samples == 0 || !(0 < l.P50 && l.P50 <= l.P99 && l.P99 <= l.Max) || l.PerSecond <= 0 {
+			t.Errorf("latency: %+v", l)
+		}
+	}
+	if lat.Rate != req.MaxPerSecond/2 || lat.TargetP99US != 1000 {
+		t.Errorf("latency at %v, target %v; want half of %v and 1000", lat.Rate, lat.TargetP99US, req.MaxPerSecond)
+	}
+	if mem := res.Memory; mem.HeapBytesPerPrefix <= 0 || mem.RSSBytesPerPrefix <= 0 || mem.HeapAfter <= mem.HeapBefore {
+		t.Errorf("memory: %+v", mem)
+	}
+	if env := res.Environment; env.Lispd != lispd || env.LispdPinning == "" || env.Kernel == "" || env.CPUs < 1 {
+		t.Errorf("environment: %+v", env)
+	}
+	for _, phase := range []string{"registering 2000 prefixes", "in 10 turns", "open loop"} {
+		if !strings.Contains(errOut, phase) {
+			t.Errorf("progress lacks %q:\n%s", phase, errOut)
+		}
+	}
+}
