@@ -13,7 +13,7 @@ help: ## list the targets
 build: ## build bin/amptcp and bin/lispd
 	$(GO) build -ldflags '$(LDFLAGS)' -o bin/ ./cmd/...
 
-demo: deps build ## papers/001's cloud-access experiment in the lab (a few minutes): a table of completion times, an HTML report
+demo: deps build ## the A-MPTCP paper's cloud-access experiment in the lab (a few minutes): a table of completion times, an HTML report
 	@out=results/demo-$$(date +%Y%m%d-%H%M%S); \
 	  bin/amptcp lab run -o $$out docs/scenarios/cloud-access.yaml; rc=$$?; \
 	  if [[ -s $$out/runs.jsonl ]]; then bin/amptcp lab report $$out || rc=1; fi; exit $$rc

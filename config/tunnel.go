@@ -27,20 +27,20 @@ type Dataplane struct {
 	// PathSelection picks among a mapping's best paths for packets not
 	// bound to a path by their MPTCP subflow: "hash" (by weight, on a
 	// hash of the 5-tuple) or "port-sum" (index = (source port +
-	// destination port) mod the number of paths, papers/001).
+	// destination port) mod the number of paths, [A-MPTCP]).
 	PathSelection string `yaml:"path-selection"`
 	// SourceSelection is how the ITR picks its own RLOC, and so the RLOC
 	// interface a packet leaves by: "routing" (the kernel's route to the
 	// destination RLOC) or "port-sum" (index = (source port + destination
 	// port) mod the number of RLOC interfaces, in their order: the
-	// multihomed data centre of papers/001, whose downloads are spread
+	// multihomed data centre of [A-MPTCP], whose downloads are spread
 	// over its own RLOCs). port-sum sends to a gateway per RLOC interface.
 	SourceSelection string `yaml:"source-selection"`
 	// RLOCGateways are the next hops of the RLOC interfaces (by name) for
 	// source-selection port-sum: an IPv4 or IPv6 address each.
 	RLOCGateways map[string]string `yaml:"rloc-gateways"`
 	// MPTCPSubflows "bind" gives each MPTCP subflow of a connection its own
-	// path and keeps it there (papers/000 §IV, stateless); "off" treats
+	// path and keeps it there ([LISP-TE] §IV, stateless); "off" treats
 	// them as any flow.
 	MPTCPSubflows string `yaml:"mptcp-subflows"`
 	// PathID is how an RTR learns which ELP a packet follows:

@@ -8,7 +8,7 @@ import (
 )
 
 // xtrExample is an xTR of a multi-homed site: two RLOCs, and an ELP
-// through two RTRs that ends at one of them (papers/000's LISP-TE
+// through two RTRs that ends at one of them ([LISP-TE]'s LISP-TE
 // overlay), registered with one map-server that forwards Map-Requests to
 // it and another that answers for it.
 const xtrExample = `

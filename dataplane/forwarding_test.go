@@ -221,7 +221,7 @@ func nonZero(c dataplane.Counters) map[string]uint64 {
 
 // With source-selection port-sum, xtrA spreads flows to site B over its
 // two RLOC interfaces by the port sum, although site B has one RLOC and
-// the route to it leaves by the first: papers/001's multihomed data
+// the route to it leaves by the first: [A-MPTCP]'s multihomed data
 // centre sending downloads. Two flows whose port sums differ by one
 // leave by different interfaces, each delivered intact.
 func TestSourceByPortSum(t *testing.T) {

@@ -138,7 +138,7 @@ func TestSubflowsResponder(t *testing.T) {
 }
 
 // Without MPTCP, flows spread over the paths of the best priority by
-// weight, or by the sum of their ports (papers/001).
+// weight, or by the sum of their ports ([A-MPTCP]).
 func TestStatelessSelection(t *testing.T) {
 	r := newRig(t, config.Dataplane{}, Options{})
 	heavy := Entry{Paths: []Path{rloc("198.51.100.1", 1, 0), rloc("198.51.100.2", 1, 100), rloc("198.51.100.3", 2, 100)}}

@@ -150,7 +150,7 @@ func TestRTRReencapsulates(t *testing.T) {
 }
 
 // Without a path ID, an RTR recognises the ELP by the hop before it
-// (link-disjoint ELPs, papers/000 §III.B.2).
+// (link-disjoint ELPs, [LISP-TE] §III.B.2).
 func TestRTRPreviousHop(t *testing.T) {
 	r := newRig(t, config.Dataplane{EIDInterfaces: []string{}, PathID: "previous-hop"}, Options{RTR: true})
 	r.put("10.2.0.0/16", Entry{Paths: []Path{

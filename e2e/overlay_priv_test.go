@@ -15,7 +15,7 @@ import (
 	"github.com/amptcp/amptcp/internal/testnet"
 )
 
-// overlay is the LISP-TE overlay of papers/000: two sites whose xTRs are
+// overlay is the LISP-TE overlay of [LISP-TE]: two sites whose xTRs are
 // joined by two Explicit Locator Paths, each through an RTR of its own,
 // and a map-server/map-resolver of its own; every router runs lispd, in
 // instance 1000.

@@ -108,8 +108,8 @@ func mptcpLimits(t testing.TB, subflows int, nodes ...*testnet.Node) {
 	}
 }
 
-// TestPathManagerOnOverlay is papers/001 on the LISP-TE overlay of
-// papers/000: hostA's `amptcp pm` asks the mapping system about hostB's
+// TestPathManagerOnOverlay is [A-MPTCP] on the LISP-TE overlay of
+// [LISP-TE]: hostA's `amptcp pm` asks the mapping system about hostB's
 // EID, learns two ELPs, opens one more subflow with a source port whose
 // port sum puts it on the other ELP at xtrA (port-sum path selection),
 // and each RTR carries one subflow's bytes.

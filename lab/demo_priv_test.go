@@ -9,7 +9,7 @@ import (
 )
 
 // TestDemoScenario runs `make demo`'s experiment, shortened, and checks
-// what papers/001 §IV.C shows: every run succeeds; TCP and MPTCP with the
+// what [A-MPTCP] §IV.C shows: every run succeeds; TCP and MPTCP with the
 // kernel's path manager move the 2 MiB file over one subflow, A-MPTCP over
 // the 2 its mapping system offers, the overridden A-MPTCP over 3; and
 // A-MPTCP, with both 4 Mbit/s RLOCs of the data centre behind the client's

@@ -18,7 +18,7 @@ import (
 	"github.com/amptcp/amptcp/lab/traffic"
 )
 
-// The fidelity check's tolerances (issue 6): a path's idle RTT may miss
+// The fidelity check's tolerances: a path's idle RTT may miss
 // the configured one by RTTTolerance or RTTToleranceShare of it, whichever
 // is larger; its single-flow goodput the configured rate's payload by
 // RateTolerance; the emulator's p99 lateness over the run may not pass

@@ -13,7 +13,7 @@ import (
 )
 
 // linkSampleInterval is how often the emulated links' counters are
-// sampled while a run's flows run (issue 6: every 100 ms, as the flows'
+// sampled while a run's flows run (every 100 ms, as the flows'
 // own samples).
 const linkSampleInterval = 100 * time.Millisecond
 

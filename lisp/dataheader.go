@@ -119,7 +119,7 @@ func (h *DataHeader) AppendBinary(b []byte) ([]byte, error) {
 	return binary.BigEndian.AppendUint32(b, w1), nil
 }
 
-// PathID is amptcp's path identifier (papers/000 §III.B.1): with the L
+// PathID is amptcp's path identifier ([LISP-TE] §III.B.1): with the L
 // bit clear the Locator-Status-Bits are not in use (RFC 9300 §5.3), and
 // amptcp's ITRs write into their low 8 bits the number of the ELP a packet
 // follows, its index in the Map-Reply plus one, for the RTRs on its way

@@ -147,7 +147,7 @@ func (p PortRange) String() string {
 
 // AppData is LCAF type 4 (RFC 8060): an address qualified by the
 // traffic it applies to. A-MPTCP sends it in Map-Requests to ask for the
-// path of one transport flow (papers/000 §III.B).
+// path of one transport flow ([LISP-TE] §III.B).
 //
 //	|   Type = 4    |     Rsvd2     |            Length             |
 //	|       IP TOS, IPv6 TC, or Flow Label          |    Protocol   |

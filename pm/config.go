@@ -17,10 +17,10 @@ type Policy string
 // The policies. See docs/pm.md.
 const (
 	// PolicyAMPTCP asks the mapping system how many paths the two sites
-	// offer and opens one subflow per path (papers/001 §III).
+	// offer and opens one subflow per path ([A-MPTCP] §III).
 	PolicyAMPTCP Policy = "amptcp"
 	// PolicySubflows opens a fixed number of subflows steered like
-	// amptcp's, the "overridden" mode of papers/001.
+	// amptcp's, the "overridden" mode of [A-MPTCP].
 	PolicySubflows Policy = "subflows"
 	// PolicyFullmesh opens one subflow per pair of a local address and a
 	// peer address.
@@ -80,7 +80,7 @@ type AMPTCP struct {
 	InstanceID *uint32 `yaml:"instance-id"`
 	// Equation is 1 (max(l1·l2, L1·L2): hosts reach their xTRs in no
 	// particular way) or 2 (L1·L2: each interface reaches one RLOC), as
-	// papers/001 §III.A numbers them.
+	// [A-MPTCP] §III.A numbers them.
 	Equation int `yaml:"equation"`
 	// Timeout is how long each Map-Request waits for its reply, Tries how
 	// many are sent before the connection falls back to the default
@@ -93,7 +93,7 @@ type AMPTCP struct {
 	MaxCacheTTL config.Duration `yaml:"max-cache-ttl"`
 }
 
-// LongLived chooses the connections worth more subflows (papers/001
+// LongLived chooses the connections worth more subflows ([A-MPTCP]
 // §III.B): those to a whitelisted destination at once, the others once
 // they have carried MinBytes.
 type LongLived struct {
@@ -296,7 +296,7 @@ func (a *AMPTCP) validate(ck *checker) {
 		ck.add("amptcp.instance-id", "%d exceeds the 24 bits of an instance ID", *a.InstanceID)
 	}
 	if a.Equation != 1 && a.Equation != 2 {
-		ck.add("amptcp.equation", "%d is not 1 or 2 (papers/001 §III.A)", a.Equation)
+		ck.add("amptcp.equation", "%d is not 1 or 2 ([A-MPTCP] §III.A)", a.Equation)
 	}
 	ck.positive("amptcp.timeout", a.Timeout)
 	if a.Tries < 1 {

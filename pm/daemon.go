@@ -2,7 +2,7 @@
 // kernel's MPTCP userspace path manager over generic netlink. For every
 // connection that becomes established it applies a policy (amptcp: as
 // many subflows as the mapping system shows paths between the two LISP
-// sites, papers/001 §III; or subflows, fullmesh, ndiffports, default),
+// sites, [A-MPTCP] §III; or subflows, fullmesh, ndiffports, default),
 // opens the subflows with source ports that put each on its own path at
 // a port-sum xTR, and repairs them when they break and their path comes
 // back. On the server side it is the events listener that joins need,

@@ -44,7 +44,7 @@ type Plan struct {
 	// Slots are the subflows, the first (existing) one at index 0.
 	Slots []SlotSpec `json:"slots"`
 	// distinct is how many subflows can take paths of their own (0: no
-	// bound): more would share a path with another, which papers/001
+	// bound): more would share a path with another, which [A-MPTCP]
 	// measured to be slower on average than one subflow per path.
 	distinct int
 }
@@ -117,7 +117,7 @@ func computePlan(in planInput) Plan {
 	return p
 }
 
-// amptcp computes N with equation (1) or (2) of papers/001 §III.A:
+// amptcp computes N with equation (1) or (2) of [A-MPTCP] §III.A:
 //
 //	(1) N = max(l_local·l_remote, L_local·L_remote)
 //	(2) N = L_local·L_remote

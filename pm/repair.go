@@ -208,7 +208,7 @@ func (e *engine) tick() {
 
 // maxSynWait bounds the wait for a create's handshake, so that a path
 // that comes back is tried within it: well inside the second that
-// repair is given (issue #5), and before the kernel's own SYN
+// repair is given, and before the kernel's own SYN
 // retransmission after a second.
 const maxSynWait = 500 * time.Millisecond
 
@@ -246,7 +246,7 @@ type subKey struct {
 // watch reads the subflows' progress and destroys the stalled ones: no
 // byte acknowledged for stall-time while retransmitting, when another
 // subflow of the connection got acknowledgements in that time. That is
-// a path that failed where the host cannot see it (papers/002); the
+// a path that failed where the host cannot see it ([MPTCP-failures]); the
 // kernel would wait for its RTO backoff to give up on it.
 func (e *engine) watch(subs []SubflowInfo) {
 	now := e.now()

@@ -1,5 +1,5 @@
 // Package dataplane measures data paths on chains of network namespaces,
-// for `amptcp bench dataplane` (issue #4): how fast TCP crosses plain IP
+// for `amptcp bench dataplane`: how fast TCP crosses plain IP
 // routing, kernel VXLAN, lispd's eBPF ITR and ETR, and lispd with one
 // RTR hop, on the same machine in the same run.
 //

@@ -4,7 +4,7 @@ import (
 	"slices"
 )
 
-// The targets of issue #4, as ratios of median throughputs.
+// The data plane's performance targets, as ratios of median throughputs.
 const (
 	// TargetRatio is the least share of its reference's throughput that
 	// lispd's paths must reach: lisp of plain, lisp-rtr of plain-3.
@@ -115,7 +115,7 @@ type Summary struct {
 	Ratio     *float64 `json:"ratio_to_reference,omitempty"`
 }
 
-// Target is one target of issue #4 in one profile and stream count.
+// Target is one performance target in one profile and stream count.
 type Target struct {
 	Name    string   `json:"name"` // "ITR/ETR", "RTR"
 	Profile string   `json:"profile"`

@@ -63,7 +63,7 @@ type Profile struct {
 	Underlay *Offloads `json:"underlay,omitempty"`
 }
 
-// Profiles are the offload profiles (docs: KERNEL.md, "eBPF LISP
+// Profiles are the offload profiles (docs/kernel.md, "eBPF LISP
 // forwarding"). Only the links between routers change; the hosts' links
 // (client—r1, r3—server) keep veth's defaults in both, as a host with a
 // TSO-capable NIC does.

@@ -1,5 +1,5 @@
 // Package maprequest measures lispd as a map-server and map-resolver over
-// loopback UDP, for `amptcp bench map-request` (issue #3): how many
+// loopback UDP, for `amptcp bench map-request`: how many
 // Map-Registers with HMAC-SHA-256 and how many Map-Requests per second
 // lispd answers on one core, the latency of Map-Requests at half that
 // rate, and the memory a registered prefix takes.

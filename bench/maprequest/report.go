@@ -7,7 +7,7 @@ import (
 	"strings"
 )
 
-// The targets of issue #3, for lispd on one core.
+// The mapping system's performance targets, for lispd on one core.
 const (
 	TargetRegisters = 100_000 // Map-Registers with HMAC-SHA-256 per second
 	TargetRequests  = 500_000 // Map-Requests answered per second

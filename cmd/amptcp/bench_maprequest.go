@@ -28,7 +28,7 @@ map-request starts a lispd of its own as map-server and map-resolver on
 127.0.0.1, registers N prefixes with Map-Registers signed with
 HMAC-SHA-256, then sends it Encapsulated Map-Requests over loopback UDP:
 as fast as it answers, then at half that rate to measure latency. It
-reports each target of issue #3 as MET or MISSED, with a reference
+reports each performance target as MET or MISSED, with a reference
 measured in the same run: a UDP server doing lispd's batched I/O and
 nothing else. lispd and the reference run on one CPU (GOMAXPROCS=1), the
 generator on another, all at nice -20 when allowed (as root). Progress

@@ -3,7 +3,7 @@
 // through, the RLOC of a plain locator and each hop of an ELP, gets a
 // Map-Request with the probe bit every interval, sent directly to it. The
 // answers give the round-trip time to each locator, this router's row of
-// the RTT matrix that traffic engineering uses (papers/000), and its
+// the RTT matrix that traffic engineering uses ([LISP-TE]), and its
 // reachability: a locator is down after a number of unanswered probes in a
 // row and up again at the first answer. Changes are reported so that the
 // map-cache moves traffic off a failed locator and back.

@@ -180,7 +180,7 @@ static __always_inline void clamp_mss(struct __sk_buff *skb, const struct pkt *p
 	count(C_ITR_MSS_CLAMPED);
 }
 
-/* source_by_port_sum picks the ITR's own RLOC interface by papers/001's
+/* source_by_port_sum picks the ITR's own RLOC interface by [A-MPTCP]'s
  * port sum, (source port + destination port) mod the number of RLOC
  * interfaces (source-selection port-sum; the first FAST_EGRESS count): a
  * multihomed site spreads what it sends over its RLOCs, which routing by

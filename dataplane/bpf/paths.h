@@ -1,7 +1,7 @@
 /* Which path of a map-cache entry a packet takes: MPTCP subflows keep the
  * path they were bound to, distinct for each subflow of a connection;
  * every other packet gets one of the best paths that are up, by a hash of
- * its flow (weighted) or by the sum of its ports (papers/001).
+ * its flow (weighted) or by the sum of its ports ([A-MPTCP]).
  *
  * The functions that loop over paths are global (not static): the
  * verifier checks each once on its own, instead of once for every branch

@@ -66,7 +66,7 @@ func TestRoundTripTimeMatchesTheDelay(t *testing.T) {
 // disturbed reports whether a run measured the machine more than the
 // emulator: its p99 lateness missed the target of 0.5 ms, so the
 // loop was kept off the CPU (the machine is shared; see
-// shared/KERNEL.md). Fidelity tests repeat such runs, as the lab flags
+// docs/kernel.md). Fidelity tests repeat such runs, as the lab flags
 // them.
 func disturbed(h *Histogram) bool { return h.Quantile(0.99) > 500*time.Microsecond }
 

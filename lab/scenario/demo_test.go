@@ -8,7 +8,7 @@ import (
 )
 
 // TestDemoScenario loads `make demo`'s scenario as it is and checks what
-// docs/lab.md ("Demo") says of it: papers/001's four variants twice with
+// docs/lab.md ("Demo") says of it: [A-MPTCP]'s four variants twice with
 // cubic, a small transfer and then six files uploaded; a data centre
 // whose xTR registers two RLOCs and a client site with one, both xTRs
 // steering by the port sum, the client's pm on the amptcp policy.

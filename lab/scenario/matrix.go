@@ -8,7 +8,7 @@ import (
 
 // Sizes are the sizes of a transfer series: a list ([256KiB, 1MiB]) or
 // an arithmetic series ({first: 256KiB, step: 256KiB, count: 30},
-// papers/001's 30 files).
+// [A-MPTCP]'s 30 files).
 type Sizes struct {
 	List []string
 	// First, Step and Count describe a series.

@@ -66,7 +66,7 @@ type FlowKind string
 // The kinds of flows.
 const (
 	// KindTransfer sends a size once, or each of the scenario's sizes
-	// one after the other (papers/001's file series).
+	// one after the other ([A-MPTCP]'s file series).
 	KindTransfer FlowKind = "transfer"
 	// KindSaturated sends as fast as it can for a duration.
 	KindSaturated FlowKind = "saturated"
@@ -89,11 +89,11 @@ type Flow struct {
 	To   string `yaml:"to"`
 	// Between, instead of from and to, makes the flow an all-to-all
 	// pattern: one flow from each of these hosts to each other, named
-	// "<name>/<from>><to>" (papers/003's background traffic).
+	// "<name>/<from>><to>" ([SDN-MPTCP]'s background traffic).
 	Between []string `yaml:"between"`
 	Kind    FlowKind `yaml:"kind"`
 	// Direction of a stream flow: upload (the default: From sends) or
-	// download (To sends, papers/001's case).
+	// download (To sends, [A-MPTCP]'s case).
 	Direction string `yaml:"direction"`
 	// Protocol of a stream flow: mptcp (the default) or tcp.
 	Protocol string `yaml:"protocol"`

@@ -48,7 +48,7 @@ func docFiles(t *testing.T) string {
 }
 
 // TestDocExample loads docs/lab.md's scenario and checks what it says it
-// is: 24 runs, interleaved, papers/001's 30 files, the variants' settings.
+// is: 24 runs, interleaved, [A-MPTCP]'s 30 files, the variants' settings.
 func TestDocExample(t *testing.T) {
 	s, err := Load(docFiles(t))
 	if err != nil {

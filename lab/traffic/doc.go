@@ -42,7 +42,7 @@
 //
 // # Jitter
 //
-// papers/002 defines application jitter as the variance of data units'
+// [MPTCP-failures] defines application jitter as the variance of data units'
 // arrival times. Here the received stream is cut into consecutive
 // DataUnit-byte (16 KiB) units; a unit arrives when the read that completes
 // it returns, and Jitter is the standard deviation (population) of the
@@ -53,7 +53,7 @@
 // comparable with RTTs. RFC 3550's smoothed jitter was not chosen: it
 // needs the sender's send time of each unit, which for a bulk TCP flow
 // reflects the congestion window, not the application, and its 1/16
-// smoothing hides the stall of a failing path that papers/002 looks for.
+// smoothing hides the stall of a failing path that [MPTCP-failures] looks for.
 //
 // # Background UDP
 //

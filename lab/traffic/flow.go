@@ -30,14 +30,14 @@ type Kind uint8
 
 // The kinds of flow.
 const (
-	// Transfer sends Flow.Bytes bytes once (papers/001's file series); its
+	// Transfer sends Flow.Bytes bytes once ([A-MPTCP]'s file series); its
 	// completion time is what it measures.
 	Transfer Kind = iota + 1
 	// Saturate sends as fast as the connection takes for Flow.Duration,
 	// as iperf does.
 	Saturate
 	// Background sends UDP datagrams at Flow.Rate for Flow.Duration
-	// (papers/003's background traffic); it has no congestion control.
+	// ([SDN-MPTCP]'s background traffic); it has no congestion control.
 	Background
 	// Iperf3 names the records of an iperf3 run that the lab made
 	// (lab/iperf3), a cross-check of Saturate; this package does not run
@@ -54,7 +54,7 @@ func (k *Kind) UnmarshalText(b []byte) error { return enumUnmarshal(kindNames, "
 // Direction says which end of a stream flow sends the data.
 type Direction uint8
 
-// The directions. A download is papers/001's case: the client fetches a
+// The directions. A download is [A-MPTCP]'s case: the client fetches a
 // file from a server in the data centre.
 const (
 	Upload   Direction = iota // the client (the end that dials) sends

@@ -15,7 +15,7 @@ type Pair struct {
 
 // AllToAll returns a flow from every endpoint to every other one, each a
 // copy of template whose ID is template.ID + "/" + from + ">" + to, in a
-// fixed order (by from, then to, as given). papers/003's background
+// fixed order (by from, then to, as given). [SDN-MPTCP]'s background
 // traffic is an all-to-all UDP pattern.
 func AllToAll(endpoints []Endpoint, template Flow) []Pair {
 	var pairs []Pair
