@@ -80,6 +80,9 @@ func runBenchDataplane(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "amptcp bench dataplane: %v\n", err)
 		return 2
 	}
+	if !preflight("bench dataplane", benchDataplaneChecks(&opts), stderr) {
+		return 1
+	}
 	opts.Progress = func(line string) { fmt.Fprintln(stderr, line) }
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -80,6 +80,9 @@ report summarises results into a table, plots and an HTML page.
 			fmt.Fprintf(stderr, "amptcp lab up: %v\n", err)
 			return 1
 		}
+		if !preflight("lab up", labChecks(t, nil), stderr) {
+			return 1
+		}
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
 		if _, err := lab.Up(ctx, t, arg, opts); err != nil {

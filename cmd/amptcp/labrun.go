@@ -59,6 +59,9 @@ func runLabRun(args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "live view: %s\n", url)
 		opts.Observer = view
 	}
+	if !preflight("lab run", labChecks(s.Topo, s), stderr) {
+		return 1
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	fmt.Fprintf(stderr, "%s: %d runs, results in %s\n", s.Name, len(s.Runs()), opts.Out)
