@@ -136,10 +136,10 @@ func bpfLoads(sys *System) finding {
 	}
 	switch readTrim(sys, "proc/sys/net/core/bpf_jit_enable") {
 	case "":
-		return finding{status: Warn, found: "BPF programs load, but this kernel has no BPF JIT: they run interpreted, several times slower",
+		return finding{status: Warn, found: "BPF programs load, but this kernel has no BPF JIT: they run interpreted, slower",
 			fix: "use a kernel built with CONFIG_BPF_JIT=y"}
 	case "0":
-		return finding{status: Warn, found: "BPF programs load, but net.core.bpf_jit_enable = 0: they run interpreted, several times slower",
+		return finding{status: Warn, found: "BPF programs load, but net.core.bpf_jit_enable = 0: they run interpreted, slower",
 			fix: "sysctl -w net.core.bpf_jit_enable=1"}
 	}
 	return ok("BPF programs load, JIT on")
