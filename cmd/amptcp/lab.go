@@ -35,6 +35,8 @@ topology format; link takes an emulated link down or up or changes it;
 run runs a scenario's variants and repetitions and writes their results
 (-live: and shows them in a browser as they run);
 report summarises results into a table, plots and an HTML page.
+up and run first check that this machine offers what the lab needs (as
+amptcp doctor does) and stop with what to fix if not.
 
 `)
 	}
