@@ -148,29 +148,21 @@ func bpfLoads(sys *System) finding {
 // TCX: tc programs attach with TCX links (Linux 6.6), as the data plane
 // attaches its programs.
 func TCX() Check {
-	return Check{Name: "tcx", Required: true, For: "lispd's xtr and rtr roles (the eBPF data plane)", run: tcxAttaches}
-}
-
-func tcxAttaches(sys *System) finding {
-	if err := sys.Probes.AttachTCX(); err != nil {
-		return probeFailed("attach a tc program with TCX", err,
-			"use Linux 6.6 or later (CONFIG_NET_XGRESS=y): lispd attaches its programs to tc ingress with TCX links")
-	}
-	return ok("a tc program attaches to a device's ingress with a TCX link")
+	return Check{Name: "tcx", Required: true, For: "lispd's xtr and rtr roles (the eBPF data plane)", run: func(sys *System) finding {
+		return probed(sys.Probes.AttachTCX(), "attach a tc program with TCX",
+			"use Linux 6.6 or later (CONFIG_NET_XGRESS=y): lispd attaches its programs to tc ingress with TCX links",
+			"a tc program attaches to a device's ingress with a TCX link")
+	}}
 }
 
 // Clsact: the clsact qdisc with a direct-action BPF filter, what tc(8)
 // attaches with. amptcp does not use it: optional in Everything.
 func Clsact() Check {
-	return Check{Name: "clsact", Required: true, For: "tc(8) and tools older than TCX (amptcp attaches with TCX)", run: clsactAttaches}
-}
-
-func clsactAttaches(sys *System) finding {
-	if err := sys.Probes.AttachClsact(); err != nil {
-		return probeFailed("add a clsact qdisc with a BPF filter", err,
-			"use a kernel built with CONFIG_NET_SCH_INGRESS and CONFIG_NET_CLS_BPF")
-	}
-	return ok("a clsact qdisc takes a direct-action BPF filter")
+	return Check{Name: "clsact", Required: true, For: "tc(8) and tools older than TCX (amptcp attaches with TCX)", run: func(sys *System) finding {
+		return probed(sys.Probes.AttachClsact(), "add a clsact qdisc with a BPF filter",
+			"use a kernel built with CONFIG_NET_SCH_INGRESS and CONFIG_NET_CLS_BPF",
+			"a clsact qdisc takes a direct-action BPF filter")
+	}}
 }
 
 // btfPath is the kernel's own BTF.
@@ -263,14 +255,10 @@ func congestion(sys *System, names []string) finding {
 // Netns: network namespaces, which the lab and the benches build their
 // networks in.
 func Netns() Check {
-	return Check{Name: "netns", Required: true, For: "the lab and amptcp bench dataplane", run: netnsWorks}
-}
-
-func netnsWorks(sys *System) finding {
-	if err := sys.Probes.NewNetns(); err != nil {
-		return probeFailed("make a network namespace", err, "use a kernel built with CONFIG_NET_NS=y")
-	}
-	return ok("a network namespace can be made")
+	return Check{Name: "netns", Required: true, For: "the lab and amptcp bench dataplane", run: func(sys *System) finding {
+		return probed(sys.Probes.NewNetns(), "make a network namespace", "use a kernel built with CONFIG_NET_NS=y",
+			"a network namespace can be made")
+	}}
 }
 
 // Veth: veth pairs, the lab's plain links and the benches' chains.
@@ -286,10 +274,8 @@ func VXLAN() Check {
 
 func linkWorks(kind, option string) func(*System) finding {
 	return func(sys *System) finding {
-		if err := sys.Probes.NewLink(kind); err != nil {
-			return probeFailed("make a "+kind+" link", err, fmt.Sprintf("modprobe %s, or use a kernel built with %s", kind, option))
-		}
-		return ok("a %s link can be made", kind)
+		return probed(sys.Probes.NewLink(kind), "make a "+kind+" link",
+			fmt.Sprintf("modprobe %s, or use a kernel built with %s", kind, option), "a "+kind+" link can be made")
 	}
 }
 
@@ -307,10 +293,7 @@ func tunWorks(sys *System) finding {
 	if !there {
 		return missing("no /dev/net/tun", fix+" (and mknod /dev/net/tun c 10 200 where no devtmpfs makes it)")
 	}
-	if err := sys.Probes.NewTAP(); err != nil {
-		return probeFailed("make a TAP device", err, fix)
-	}
-	return ok("/dev/net/tun makes TAP devices")
+	return probed(sys.Probes.NewTAP(), "make a TAP device", fix, "/dev/net/tun makes TAP devices")
 }
 
 // The tools. Each names its Debian package; scripts/deps.sh (make deps)
@@ -342,6 +325,15 @@ func Tool(name, path, pkg, usedBy string) Check {
 		}
 		return ok("%s", found)
 	}}
+}
+
+// probed is the finding of a probe: done when it worked, else what it
+// tried and the kernel's error.
+func probed(err error, what, fix, done string) finding {
+	if err != nil {
+		return probeFailed(what, err, fix)
+	}
+	return ok("%s", done)
 }
 
 // probeFailed is the finding of a probe the kernel refused: for lack of

@@ -140,25 +140,19 @@ func Run(sys *System, checks []Check) *Report {
 }
 
 // Missing returns the results of the required checks that failed.
-func (r *Report) Missing() []Result {
-	var m []Result
-	for _, c := range r.Checks {
-		if c.Status == Missing {
-			m = append(m, c)
-		}
-	}
-	return m
-}
+func (r *Report) Missing() []Result { return r.with(Missing) }
 
 // Warnings returns the results that are warnings.
-func (r *Report) Warnings() []Result {
-	var w []Result
+func (r *Report) Warnings() []Result { return r.with(Warn) }
+
+func (r *Report) with(s Status) []Result {
+	var rs []Result
 	for _, c := range r.Checks {
-		if c.Status == Warn {
-			w = append(w, c)
+		if c.Status == s {
+			rs = append(rs, c)
 		}
 	}
-	return w
+	return rs
 }
 
 // MissingError says what a command needs and the machine lacks.

@@ -53,12 +53,7 @@ func (hostProbes) LoadBPF() error {
 const loopback = 1
 
 func (hostProbes) AttachTCX() error {
-	return inNewNetns(func() error {
-		p, err := trivialProgram(ebpf.SchedCLS)
-		if err != nil {
-			return err
-		}
-		defer p.Close()
+	return withTCProgram(func(p *ebpf.Program) error {
 		l, err := link.AttachTCX(link.TCXOptions{Interface: loopback, Program: p, Attach: ebpf.AttachTCXIngress})
 		if err != nil {
 			return err
@@ -68,12 +63,7 @@ func (hostProbes) AttachTCX() error {
 }
 
 func (hostProbes) AttachClsact() error {
-	return inNewNetns(func() error {
-		p, err := trivialProgram(ebpf.SchedCLS)
-		if err != nil {
-			return err
-		}
-		defer p.Close()
+	return withTCProgram(func(p *ebpf.Program) error {
 		q := &netlink.GenericQdisc{QdiscType: "clsact", QdiscAttrs: netlink.QdiscAttrs{
 			LinkIndex: loopback, Handle: netlink.MakeHandle(0xffff, 0), Parent: netlink.HANDLE_CLSACT}}
 		if err := netlink.QdiscAdd(q); err != nil {
@@ -120,6 +110,19 @@ func (hostProbes) NewTAP() error {
 			return fmt.Errorf("make a TAP device: %w", err)
 		}
 		return nil
+	})
+}
+
+// withTCProgram runs fn in a new network namespace with a trivial tc
+// program.
+func withTCProgram(fn func(p *ebpf.Program) error) error {
+	return inNewNetns(func() error {
+		p, err := trivialProgram(ebpf.SchedCLS)
+		if err != nil {
+			return err
+		}
+		defer p.Close()
+		return fn(p)
 	})
 }
 
