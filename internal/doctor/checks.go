@@ -223,7 +223,7 @@ func structOps(sys *System) finding {
 // default, and which is the default: the lab and the benches set theirs
 // explicitly, because the default differs between kernels.
 func Congestion(names ...string) Check {
-	return Check{Name: "congestion", Required: true, For: "the lab's flows and amptcp bench dataplane (" + strings.Join(names, ", ") + ")",
+	return Check{Name: "congestion", Required: true, For: "the flows that use " + strings.Join(names, ", "),
 		run: func(sys *System) finding { return congestion(sys, names) }}
 }
 
