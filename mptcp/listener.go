@@ -31,7 +31,8 @@ const eventsRcvBuf = 4 << 20
 //
 // While any process listens to mptcp_pm_events, a server using the
 // userspace path manager accepts MP_JOIN, in every namespace
-// (docs/kernel.md): a server-side path manager must hold one open.
+// (docs/kernel.md, "What the path manager works around"): a
+// server-side path manager must hold one open.
 type EventListener struct {
 	conn      *netlink.Conn
 	familyID  uint16

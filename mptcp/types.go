@@ -8,7 +8,8 @@
 // Encoding and decoding are pure functions over bytes, tested against
 // messages captured from the kernel; only Client and the diag and
 // getsockopt calls touch the kernel. Facts and gotchas of this kernel's
-// mptcp_pm: docs/kernel.md; the reference is the kernel's YNL spec
+// mptcp_pm: docs/kernel.md ("The userspace path manager's netlink
+// family"); the reference is the kernel's YNL spec
 // Documentation/netlink/specs/mptcp_pm.yaml.
 package mptcp
 

@@ -34,9 +34,11 @@ variants taking turns, in two offload profiles: gso (veth defaults) and
 wire (a NIC-like underlay: TSO and GSO off, GRO on, on the links between
 routers). It reports the median Gbit/s, the ratio to the reference in
 the same repetitions, Mpps into the server's link, and CPU per Gbit/s
-(the whole machine's, and the bench's own: iperf3, lispd, ksoftirqd), and the performance targets as MET or MISSED: lisp ≥ 0.95 ×
-plain and above vxlan, lisp-rtr ≥ 0.95 × plain-3. It needs root and
-iperf3 (make deps). Progress goes to stderr.
+(the whole machine's, and the bench's own: iperf3, lispd, ksoftirqd),
+and the performance targets as MET or MISSED: lisp ≥ 0.95 × plain and
+above vxlan, lisp-rtr ≥ 0.95 × plain-3. It needs root and iperf3 (make
+deps), and first checks for them and for what its variants need (as
+amptcp doctor does). Progress goes to stderr.
 
 The defaults make %d iperf3 runs and take about %d minutes;
 --variants plain,vxlan --duration 1s --repetitions 1 takes about 15 s.
@@ -79,6 +81,9 @@ func runBenchDataplane(args []string, stdout, stderr io.Writer) int {
 	if err := opts.Validate(); err != nil {
 		fmt.Fprintf(stderr, "amptcp bench dataplane: %v\n", err)
 		return 2
+	}
+	if !preflight("bench dataplane", benchDataplaneChecks(&opts), stderr) {
+		return 1
 	}
 	opts.Progress = func(line string) { fmt.Fprintln(stderr, line) }
 

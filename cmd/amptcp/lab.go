@@ -35,6 +35,8 @@ topology format; link takes an emulated link down or up or changes it;
 run runs a scenario's variants and repetitions and writes their results
 (-live: and shows them in a browser as they run);
 report summarises results into a table, plots and an HTML page.
+up and run first check that this machine offers what the lab needs (as
+amptcp doctor does) and stop with what to fix if not.
 
 `)
 	}
@@ -78,6 +80,9 @@ report summarises results into a table, plots and an HTML page.
 		t, err := topo.Load(arg)
 		if err != nil {
 			fmt.Fprintf(stderr, "amptcp lab up: %v\n", err)
+			return 1
+		}
+		if !preflight("lab up", labChecks(t, nil), stderr) {
 			return 1
 		}
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -29,6 +29,20 @@ func runLabRun(args []string, stderr io.Writer) int {
 	flags.StringVar(&opts.Lab.Bin, "bin", "", "the directory of lispd and amptcp (default: next to this program, else PATH)")
 	flags.StringVar(&opts.Out, "o", "", "the results directory (default: results/<scenario>-<time>)")
 	liveAddr := flags.String("live", "", "serve a live view of the runs on this address, like 127.0.0.1:8080")
+	flags.Usage = func() {
+		fmt.Fprint(stderr, `usage: amptcp lab run [-o DIR] [-dir DIR] [-bin DIR] [-live ADDR] SCENARIO
+
+Runs the experiment of a scenario file: every variant of its matrix,
+each repetition, interleaved, each run in a lab built from the
+scenario's topology and taken down after it, with the emulated paths'
+fidelity measured first. Results go to DIR as JSON lines (amptcp lab
+report summarises them); progress to stderr. It first checks that this
+machine offers what the scenario needs (as amptcp doctor does) and
+stops with what to fix if not. docs/lab.md describes scenario files.
+
+`)
+		flags.PrintDefaults()
+	}
 	files, err := parseInterleaved(flags, args)
 	switch {
 	case errors.Is(err, flag.ErrHelp):
@@ -58,6 +72,9 @@ func runLabRun(args []string, stderr io.Writer) int {
 		defer view.Close()
 		fmt.Fprintf(stderr, "live view: %s\n", url)
 		opts.Observer = view
+	}
+	if !preflight("lab run", labChecks(s.Topo, s), stderr) {
+		return 1
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

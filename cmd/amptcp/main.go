@@ -19,6 +19,7 @@ type command struct {
 var commands = []command{
 	{"bench", "BENCHMARK [opts]", "measure lispd: map-request (the mapping system), dataplane (data paths)", runBench},
 	{"decode", "[-data] [HEX...]", "decode a LISP control message or data header written in hex", runDecode},
+	{"doctor", "[-json]", "check that this machine's kernel and tools offer what amptcp needs", runDoctor},
 	{"lab", "up|run|report ...", "build a lab from a topology file, run experiments in it, report them", runLab},
 	{"lig", "[flags] EID", "ask a map-resolver for the mapping of an EID (LISP Internet Groper)", runLig},
 	{"pm", "[-config FILE]", "run the A-MPTCP path manager; pm status shows its connections", runPM},

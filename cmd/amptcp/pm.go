@@ -79,6 +79,15 @@ func runPMStatus(args []string, stdout, stderr io.Writer) int {
 	flags.SetOutput(stderr)
 	socket := flags.String("socket", pm.DefaultControlSocket, "the path manager's control socket")
 	asJSON := flags.Bool("json", false, "print the status as JSON")
+	flags.Usage = func() {
+		fmt.Fprint(stderr, `usage: amptcp pm status [-socket PATH] [-json]
+
+Shows what a running amptcp pm holds: each MPTCP connection, its plan
+and why, and its subflows with the path each takes.
+
+`)
+		flags.PrintDefaults()
+	}
 	if status, done := parseFlags(flags, args); done {
 		return status
 	}

@@ -2,6 +2,7 @@
 // rtr roles, chosen by its configuration file.
 //
 //	lispd [-config FILE] [-check]   run, or only validate the configuration
+//	lispd [-config FILE] -check-kernel   check the kernel for its roles
 //	lispd status [-socket PATH] [-json]
 //	lispd -version
 package main
@@ -39,16 +40,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	flags.SetOutput(stderr)
 	cfgPath := flags.String("config", DefaultConfig, "configuration file")
 	check := flags.Bool("check", false, "validate the configuration and exit")
+	checkKernel := flags.Bool("check-kernel", false, "check that the kernel offers what the configuration's roles need, and exit")
 	version := flags.Bool("version", false, "print the version and exit")
 	flags.Usage = func() {
-		fmt.Fprintf(stderr, `usage: lispd [-config FILE] [-check]
+		fmt.Fprintf(stderr, `usage: lispd [-config FILE] [-check | -check-kernel]
        lispd status [-socket PATH] [-json]
        lispd -version
 
 lispd runs the LISP roles its configuration names: map-server and
 map-resolver (docs/mapping.md), xtr and rtr (docs/routers.md). It
 answers on UDP 4342 and serves its status on a control socket (lispd
-status).
+status). -check-kernel says whether this kernel offers what the roles
+need: BPF and TCX for xtr and rtr, nothing special for the others
+(amptcp doctor checks all of amptcp's needs).
 
 `)
 		flags.PrintDefaults()
@@ -75,6 +79,9 @@ status).
 	if *check {
 		fmt.Fprintf(stdout, "%s: valid (roles %v)\n", *cfgPath, cfg.Roles)
 		return 0
+	}
+	if *checkKernel {
+		return runCheckKernel(cfg.Roles, stdout, stderr)
 	}
 	log := cfg.Log.Logger(stderr)
 	d, err := daemon.New(cfg, log)

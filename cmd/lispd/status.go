@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -22,7 +23,20 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	flags.SetOutput(stderr)
 	socket := flags.String("socket", config.DefaultControlSocket, "lispd's control socket")
 	asJSON := flags.Bool("json", false, "print the status as JSON")
+	flags.Usage = func() {
+		fmt.Fprint(stderr, `usage: lispd status [-socket PATH] [-json]
+
+Shows what a running lispd holds: its roles, the sites and registrations
+of a map-server, the mappings, map-cache, probed locators and data plane
+of a tunnel router, and its counters.
+
+`)
+		flags.PrintDefaults()
+	}
 	if err := flags.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
 		return 2
 	}
 	st, err := daemon.QueryStatus(*socket)
