@@ -43,7 +43,9 @@ func (x *XTR) unsolicited(m *lisp.MapNotify, raw []byte, src netip.AddrPort, now
 	s.unsolicited++
 	s.lastUnsolicited = now
 	x.counter.notifies[NotifyUnsolicited].Add(1)
-	x.log.Info("merged locators from the map-server", "map_server", s.addr, "records", len(m.Records),
+	// Debug: a captured one can be sent again at will (it changes nothing
+	// and is acknowledged again); the status has the count.
+	x.log.Debug("merged locators from the map-server", "map_server", s.addr, "records", len(m.Records),
 		"locators", len(m.Records[0].Locators))
 }
 
