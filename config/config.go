@@ -93,7 +93,10 @@ type MapServer struct {
 	// ProxyReplyTTL is the record TTL of the Map-Replies the map-server
 	// sends for ETRs that asked it to reply for them.
 	ProxyReplyTTL Duration `yaml:"proxy-reply-ttl"`
-	Sites         []Site   `yaml:"sites"`
+	// ReplayWindow is how far the time in a Map-Register's nonce may be
+	// from the map-server's clock, for the sites with anti-replay.
+	ReplayWindow Duration `yaml:"replay-window"`
+	Sites        []Site   `yaml:"sites"`
 }
 
 // Site is a LISP site: the EID-prefixes its ETRs may register and the
@@ -109,6 +112,11 @@ type Site struct {
 	// ProxyReply lets the map-server answer Map-Requests for the site's
 	// ETRs when they ask for it (the P bit). On by default.
 	ProxyReply *bool `yaml:"proxy-reply"`
+	// AntiReplay refuses a Map-Register whose nonce is not newer than the
+	// last one accepted from the same xTR, or whose time is outside the
+	// replay window: lispd's xTRs send the time as nonce. On by default;
+	// off for xTRs that send random nonces.
+	AntiReplay *bool `yaml:"anti-replay"`
 }
 
 // Key is a shared secret of a site.

@@ -8,6 +8,7 @@ const (
 	DefaultControlSocket       = "/run/lispd.sock"
 	DefaultRegistrationTimeout = 3 * time.Minute // 3x the 1-minute registration interval
 	DefaultProxyReplyTTL       = 24 * time.Hour
+	DefaultReplayWindow        = 5 * time.Minute // the clock skew tolerated between xTRs and map-server
 	DefaultNegativeTTL         = 15 * time.Minute
 	DefaultUnregisteredTTL     = time.Minute
 	DefaultRateLimit           = 1000 // Map-Requests per second from one source
@@ -35,12 +36,11 @@ func (c *Config) Defaults() {
 	if ms := c.MapServer; ms != nil {
 		setDuration(&ms.RegistrationTimeout, DefaultRegistrationTimeout)
 		setDuration(&ms.ProxyReplyTTL, DefaultProxyReplyTTL)
+		setDuration(&ms.ReplayWindow, DefaultReplayWindow)
 		for i := range ms.Sites {
 			s := &ms.Sites[i]
-			if s.ProxyReply == nil {
-				on := true
-				s.ProxyReply = &on
-			}
+			setBool(&s.ProxyReply, true)
+			setBool(&s.AntiReplay, true)
 			for j := range s.Keys {
 				if s.Keys[j].Algorithm == "" {
 					s.Keys[j].Algorithm = DefaultKeyAlgorithm
@@ -59,6 +59,12 @@ func (c *Config) Defaults() {
 		}
 	}
 	c.tunnelDefaults()
+}
+
+func setBool(b **bool, def bool) {
+	if *b == nil {
+		*b = &def
+	}
 }
 
 func setDuration(d *Duration, def time.Duration) {

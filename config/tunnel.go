@@ -89,6 +89,11 @@ type XTR struct {
 	// xTR from the other xTRs of its site by them, not by its address.
 	XTRID  string `yaml:"xtr-id"`
 	SiteID uint64 `yaml:"site-id"`
+	// Merge registers this xTR's locators as its part of the site's (the
+	// a bit): the map-server merges the parts of the site's xTRs, and
+	// tells the others with a Map-Notify when the merged set changes.
+	// Without it, each xTR registers all of the site's locators.
+	Merge bool `yaml:"merge"`
 }
 
 // ID returns the xTR-ID, or nil when none is configured.

@@ -112,6 +112,9 @@ func (ms *MapServer) validate(ck *checker) {
 	if ms.ProxyReplyTTL.Duration < 0 {
 		ck.add("map-server.proxy-reply-ttl", "must not be negative")
 	}
+	if ms.ReplayWindow.Duration <= 0 {
+		ck.add("map-server.replay-window", "must be positive")
+	}
 	if len(ms.Sites) == 0 {
 		ck.add("map-server.sites", "missing: a map-server needs at least one site")
 	}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/amptcp/amptcp/config"
+	"github.com/amptcp/amptcp/control"
 	"github.com/amptcp/amptcp/control/mapserver"
 	"github.com/amptcp/amptcp/control/resolver"
 	"github.com/amptcp/amptcp/control/xtr"
@@ -126,7 +127,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		wg.Go(func() { d.serve(c) })
 	}
 	if d.ms != nil {
-		wg.Go(func() { d.expire(ctx) })
+		wg.Go(func() { d.tickMapServer(ctx) })
 	}
 	if d.ctl != nil {
 		wg.Go(func() { d.serveControl(ctx) })
@@ -166,9 +167,11 @@ func (d *Daemon) closeDataplane() {
 	}
 }
 
-// expire drops expired registrations every second: registrations last
-// minutes, so a second is precise enough and costs nothing.
-func (d *Daemon) expire(ctx context.Context) {
+// tickMapServer drops expired registrations and sends the Map-Notifies
+// that are due every second: registrations last minutes and Map-Notifies
+// are sent again after seconds, so a second is precise enough and costs
+// nothing.
+func (d *Daemon) tickMapServer(ctx context.Context) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for {
@@ -177,6 +180,7 @@ func (d *Daemon) expire(ctx context.Context) {
 			return
 		case <-t.C:
 			d.ms.Expire()
+			d.ms.NotifyDue(control.SenderFunc(d.send))
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/amptcp/amptcp/config"
+	"github.com/amptcp/amptcp/control"
 	"github.com/amptcp/amptcp/daemon"
 	"github.com/amptcp/amptcp/lig"
 	"github.com/amptcp/amptcp/lisp"
@@ -67,6 +68,7 @@ func register(t *testing.T, ms netip.AddrPort, m *lisp.MapRegister) *lisp.MapNot
 	defer c.Close()
 	m.Auth.Algorithm = lisp.AuthHMACSHA256
 	m.WantMapNotify = true
+	m.Nonce = control.TimeNonce(time.Now()) // as lispd's xTRs send it: anti-replay is on
 	b, err := m.AppendSigned(nil, []byte(siteKey))
 	if err != nil {
 		t.Fatal(err)
@@ -112,9 +114,9 @@ func TestRegisterThenLig(t *testing.T) {
 		{Priority: 1, Weight: 50, Reachable: true, Address: lisp.MustParseAddress("192.0.2.1")},
 		{Priority: 1, Weight: 50, Reachable: true, Address: elp},
 	}}
-	n := register(t, addr, &lisp.MapRegister{ProxyReply: true, Nonce: 42, Records: []lisp.MapRecord{rec},
-		XTRID: &lisp.XTRID{ID: [16]byte{0xab}, SiteID: 3}})
-	if n.Nonce != 42 || n.XTRID == nil || n.XTRID.SiteID != 3 {
+	m := &lisp.MapRegister{ProxyReply: true, Records: []lisp.MapRecord{rec}, XTRID: &lisp.XTRID{ID: [16]byte{0xab}, SiteID: 3}}
+	n := register(t, addr, m)
+	if n.Nonce != m.Nonce || n.XTRID == nil || n.XTRID.SiteID != 3 {
 		t.Errorf("Map-Notify = %s", n)
 	}
 

@@ -25,6 +25,8 @@ func (d *Daemon) handle(w *worker, pkt []byte, from netip.AddrPort) {
 	switch {
 	case t == lisp.TypeMapRegister && d.ms != nil:
 		d.ms.HandleRegister(pkt, from, &w.out)
+	case t == lisp.TypeMapNotifyAck && d.ms != nil:
+		d.ms.HandleNotifyAck(pkt, from)
 	case t == lisp.TypeECM && (d.mr != nil || d.tun != nil):
 		if err := w.ecm.DecodeFromBytes(pkt); err != nil {
 			d.counter.malformed.Add(1)
@@ -64,7 +66,7 @@ func (d *Daemon) handle(w *worker, pkt []byte, from netip.AddrPort) {
 		}
 		d.tun.cache.HandleReply(&w.reply, from)
 	case t == lisp.TypeMapNotify && d.tun != nil:
-		d.tun.xtr.HandleNotify(pkt, from) // counts the malformed ones
+		d.tun.xtr.HandleNotify(pkt, from, &w.out) // counts the malformed ones
 	default:
 		d.counter.unexpected[t].Add(1)
 	}

@@ -52,6 +52,11 @@ type Counters struct {
 	MapNotifies   uint64            `json:"map_notifies"`
 	Registrations int               `json:"registrations"`
 	Expired       uint64            `json:"expired"`
+	// Unsolicited Map-Notifies to the ETRs of merged registrations
+	// ("sent", "retransmitted", "unacknowledged": given up on), and the
+	// Map-Notify-Acks by result.
+	MergeNotifies map[string]uint64 `json:"merge_notifies,omitempty"`
+	NotifyAcks    map[string]uint64 `json:"map_notify_acks,omitempty"`
 
 	// The map-resolver: ECM Map-Requests, Map-Replies sent with their
 	// records by kind, requests forwarded to ETRs, and drops by reason.
@@ -94,6 +99,11 @@ func (d *Daemon) Counters() Counters {
 			c.MapRegisters[r.String()] = ms.Registers[r]
 		}
 		c.MapNotifies, c.Registrations, c.Expired = ms.Notifies, ms.Registrations, ms.Expired
+		c.MergeNotifies = map[string]uint64{"sent": ms.Unsolicited, "retransmitted": ms.Retransmits, "unacknowledged": ms.Unacknowledged}
+		c.NotifyAcks = map[string]uint64{}
+		for _, r := range mapserver.AckResults() {
+			c.NotifyAcks[r.String()] = ms.Acks[r]
+		}
 	}
 	if d.mr != nil {
 		mr := d.mr.Counters()

@@ -4,10 +4,12 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/amptcp/amptcp/control"
 	"github.com/amptcp/amptcp/internal/testnet"
 	"github.com/amptcp/amptcp/lisp"
 )
@@ -16,15 +18,21 @@ import (
 // the xTR role until lispd has it: it registers EID-prefixes with a
 // map-server, checks the Map-Notify, refreshes the registration every
 // second as an ETR does every minute, and answers the Map-Requests a
-// map-server forwards to it.
+// map-server forwards to it. Its Map-Registers carry the time as nonce,
+// as lispd's xTRs send them, and leave in the order of their nonces: the
+// map-server refuses one older than the last it took.
 type etr struct {
 	t    testing.TB
 	conn *net.UDPConn
 	ms   netip.AddrPort
 	key  []byte
 
+	sending sync.Mutex
+	stamps  control.TimeNonces
+
 	mu       sync.Mutex
 	mappings []lisp.MapRecord // what it answers forwarded Map-Requests with
+	waiting  []uint64         // nonces of the Map-Registers that awaited a Map-Notify
 	notifies chan *lisp.MapNotify
 	answered int
 }
@@ -58,33 +66,68 @@ func (e *etr) registerOnce(m *lisp.MapRegister) *lisp.MapNotify {
 	e.mappings = append(e.mappings, m.Records...)
 	e.mu.Unlock()
 	m.WantMapNotify = true
-	b := e.sign(m)
+	var tries []uint64
 	for try := 0; try < 3; try++ {
-		if _, err := e.conn.WriteToUDPAddrPort(b, e.ms); err != nil {
+		if err := e.stampAndSend(m, true); err != nil {
 			e.t.Fatal(err)
 		}
-		select {
-		case n := <-e.notifies:
-			if n.Nonce != m.Nonce {
-				e.t.Fatalf("Map-Notify nonce %#x, want %#x", n.Nonce, m.Nonce)
+		tries = append(tries, m.Nonce)
+		timeout := time.After(2 * time.Second)
+	wait:
+		for {
+			select {
+			case n := <-e.notifies:
+				if slices.Contains(tries, n.Nonce) {
+					return n
+				} // a late one of an earlier registration
+			case <-timeout:
+				break wait
 			}
-			return n
-		case <-time.After(2 * time.Second):
 		}
 	}
 	e.t.Fatalf("no Map-Notify from %s", e.ms)
 	return nil
 }
 
-func (e *etr) sign(m *lisp.MapRegister) []byte {
+func (e *etr) awaited(nonce uint64) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Contains(e.waiting, nonce)
+}
+
+// acknowledge answers a Map-Notify that acknowledges no Map-Register of
+// this ETR, news of a merged set it is part of, with a Map-Notify-Ack.
+func (e *etr) acknowledge(n *lisp.MapNotify, to netip.AddrPort) {
+	b, err := (&lisp.MapNotifyAck{MapNotify: *n}).AppendSigned(nil, e.key)
+	if err == nil {
+		_, err = e.conn.WriteToUDPAddrPort(b, to)
+	}
+	if err != nil && !errors.Is(err, net.ErrClosed) {
+		e.t.Errorf("etr: Map-Notify-Ack: %v", err)
+	}
+}
+
+// stampAndSend gives m the nonce of now, signs it and sends it; with
+// await, its Map-Notify is awaited.
+func (e *etr) stampAndSend(m *lisp.MapRegister, await bool) error {
 	if m.Auth.Algorithm == lisp.AuthNone {
 		m.Auth.Algorithm = lisp.AuthHMACSHA256
 	}
+	e.sending.Lock()
+	defer e.sending.Unlock()
+	m.Nonce = e.stamps.Next(time.Now())
+	if await {
+		e.mu.Lock()
+		e.waiting = append(e.waiting, m.Nonce)
+		e.mu.Unlock()
+	}
+	m.Auth.Data = nil
 	b, err := m.AppendSigned(nil, e.key)
 	if err != nil {
-		e.t.Fatal(err)
+		return err
 	}
-	return b
+	_, err = e.conn.WriteToUDPAddrPort(b, e.ms)
+	return err
 }
 
 // refresh re-sends m, without asking for a Map-Notify, every second until
@@ -92,14 +135,7 @@ func (e *etr) sign(m *lisp.MapRegister) []byte {
 func (e *etr) refresh(m lisp.MapRegister) {
 	m.WantMapNotify = false
 	for range time.Tick(time.Second) {
-		m.Nonce++
-		m.Auth.Data = nil
-		b, err := m.AppendSigned(nil, e.key)
-		if err != nil {
-			e.t.Error(err)
-			return
-		}
-		if _, err := e.conn.WriteToUDPAddrPort(b, e.ms); err != nil {
+		if err := e.stampAndSend(&m, false); err != nil {
 			return // closed: the test is over
 		}
 	}
@@ -133,7 +169,11 @@ func (e *etr) serve() {
 				e.t.Errorf("etr: Map-Notify from %s does not verify: %v", from, err)
 				continue
 			}
-			e.notifies <- m
+			if e.awaited(m.Nonce) {
+				e.notifies <- m
+			} else {
+				e.acknowledge(m, from)
+			}
 		case *lisp.ECM:
 			e.answer(m)
 		}

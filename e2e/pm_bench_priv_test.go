@@ -57,11 +57,11 @@ map-server:
 `)
 	reg := newETR(b, r, "10.0.100.1:0", netip.MustParseAddrPort("10.0.100.2:4342"), pmBenchKey)
 	rloc := func(s string) lisp.Address { return lisp.IPAddress(netip.MustParseAddr(s)) }
-	for i, rec := range []lisp.MapRecord{
+	for _, rec := range []lisp.MapRecord{
 		record("10.1.0.0/24", rloc("192.0.2.10")),
 		record("10.2.0.0/24", rloc("192.0.2.1"), rloc("192.0.2.2")),
 	} {
-		reg.register(&lisp.MapRegister{Nonce: uint64(i+1) << 32, ProxyReply: true, Auth: lisp.Auth{KeyID: 1}, Records: []lisp.MapRecord{rec}})
+		reg.register(&lisp.MapRegister{ProxyReply: true, Auth: lisp.Auth{KeyID: 1}, Records: []lisp.MapRecord{rec}})
 	}
 	mptcpLimits(b, 8, pb.client, pb.server)
 	_, pb.sock = startPM(b, pb.client, "pm", `

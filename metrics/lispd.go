@@ -29,6 +29,8 @@ var (
 	unroutable = desc("packets_unroutable_total", "Answers to an address family lispd has no socket for.")
 	registers  = desc("map_registers_total", "Map-Registers by result: accepted, or the reason they were refused.", "result")
 	notifies   = desc("map_notifies_sent_total", "Map-Notifies sent to acknowledge Map-Registers.")
+	merged     = desc("merge_notifies_total", "Unsolicited Map-Notifies to the ETRs of merged registrations whose locators changed, by event: sent, retransmitted, unacknowledged (given up on).", "event")
+	acks       = desc("map_notify_acks_total", "Map-Notify-Acks received, by result: accepted, or the reason they were refused.", "result")
 	regs       = desc("registrations", "EID-prefixes registered now.")
 	expired    = desc("registrations_expired_total", "ETR registrations that timed out.")
 	requests   = desc("map_requests_total", "Encapsulated Map-Requests handled by the map-resolver.")
@@ -62,7 +64,7 @@ var (
 
 func (l lispd) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{received, unexpected, malformed, oversized, sent, sendErrors, unroutable,
-		registers, notifies, regs, expired, requests, replies, records, forwarded, dropped,
+		registers, notifies, merged, acks, regs, expired, requests, replies, records, forwarded, dropped,
 		xtrRegisters, xtrNotifies, xtrFailures, xtrRequests, xtrSMRs, cacheMisses, cacheRequests, cacheFailed,
 		cacheReplies, cacheRecords, cacheSMRs, cacheEntries, cacheExpired, probesSent, probesAnswer, probesMissed,
 		probesBad, locatorUp, locatorRTT, dpPackets} {
@@ -89,6 +91,8 @@ func (l lispd) Collect(ch chan<- prometheus.Metric) {
 	counter(unroutable, c.Unroutable)
 	byLabel(registers, c.MapRegisters)
 	counter(notifies, c.MapNotifies)
+	byLabel(merged, c.MergeNotifies)
+	byLabel(acks, c.NotifyAcks)
 	ch <- prometheus.MustNewConstMetric(regs, prometheus.GaugeValue, float64(c.Registrations))
 	counter(expired, c.Expired)
 	counter(requests, c.MapRequests)

@@ -81,9 +81,13 @@ func writeStatus(w io.Writer, st *daemon.Status, now time.Time) {
 					if e.Merge {
 						fmt.Fprint(w, " (merge)")
 					}
-					fmt.Fprintf(w, ", first %s, last %s, %d Map-Registers, expires in %s\n",
+					fmt.Fprintf(w, ", first %s, last %s, %d Map-Registers, expires in %s",
 						e.First.Format(time.DateTime), e.Last.Format(time.DateTime), e.Registers,
 						e.Expires.Sub(now).Round(time.Second))
+					if n := e.Unacknowledged; n != nil {
+						fmt.Fprintf(w, ", Map-Notify %s of the merged locators unacknowledged after %d sends", n.Nonce, n.Sends)
+					}
+					fmt.Fprintln(w)
 				}
 			}
 		}
@@ -94,6 +98,8 @@ func writeStatus(w io.Writer, st *daemon.Status, now time.Time) {
 	if c.MapRegisters != nil {
 		fmt.Fprintf(w, "  map-registers %s; map-notifies %d; registrations %d, expired %d\n",
 			joinCounts(c.MapRegisters), c.MapNotifies, c.Registrations, c.Expired)
+		fmt.Fprintf(w, "  map-notifies of merged locators %s; map-notify-acks %s\n",
+			joinCounts(c.MergeNotifies), joinCounts(c.NotifyAcks))
 	}
 	if c.Dropped != nil {
 		fmt.Fprintf(w, "  map-requests %d: replies %d (%d mappings, %d negative), forwarded %d, dropped %s\n",

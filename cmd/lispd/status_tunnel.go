@@ -36,6 +36,10 @@ func writeTunnelStatus(w io.Writer, st *daemon.Status, now time.Time) {
 			if s.FailuresInARow > 0 {
 				fmt.Fprintf(w, ", last failure: %s", s.LastFailure)
 			}
+			if s.Unsolicited > 0 {
+				fmt.Fprintf(w, ", %d Map-Notifies of merged locators acknowledged, the last %s ago",
+					s.Unsolicited, now.Sub(s.LastUnsolicited).Round(time.Second))
+			}
 			fmt.Fprintln(w)
 		}
 	}

@@ -32,7 +32,7 @@ func FuzzHandleRegister(f *testing.F) {
 roles: [map-server]
 map-server:
   sites:
-    - {name: open, allow-unauthenticated: true, eid-prefixes: [{prefix: 10.1.0.0/16, accept-more-specifics: true}]}
+    - {name: open, allow-unauthenticated: true, anti-replay: false, eid-prefixes: [{prefix: 10.1.0.0/16, accept-more-specifics: true}]}
 `))
 	if err != nil {
 		f.Fatal(err)

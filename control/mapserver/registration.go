@@ -44,7 +44,9 @@ type ETR struct {
 	Registers    uint64 // Map-Registers accepted for this prefix from this ETR
 	WantedNotify bool   // M, in its last Map-Register
 
-	reg *Registration // for the expiry queue
+	alg    lisp.AuthAlgorithm // of the key it registered with
+	notify *pendingNotify     // an unsolicited Map-Notify it has not acknowledged
+	reg    *Registration      // for the expiry queue
 	deadlines.Slot
 }
 

@@ -7,6 +7,7 @@ package mapserver
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/netip"
 	"sync"
@@ -30,10 +31,14 @@ type Server struct {
 	sites        []*Site
 	sitePrefixes *mapping.Table[*SitePrefix] // read-only after New
 
-	mu      sync.RWMutex
-	regs    *mapping.Table[*Registration]
-	expiry  deadlines.Queue[*ETR]
-	counter counters
+	mu        sync.RWMutex
+	regs      *mapping.Table[*Registration]
+	expiry    deadlines.Queue[*ETR]
+	replay    replayGuard
+	notifying map[uint64]*pendingNotify // unsolicited Map-Notifies awaiting their ack, by nonce
+	notifies  deadlines.Queue[*pendingNotify]
+	counter   counters
+	refusals  refusalLog
 }
 
 // New returns a map-server for a validated configuration. A nil logger
@@ -54,11 +59,17 @@ func New(cfg *config.MapServer, log *slog.Logger) (*Server, error) {
 		sites:        sites,
 		sitePrefixes: table,
 		regs:         mapping.NewTable[*Registration](),
+		replay:       newReplayGuard(cfg.ReplayWindow.Duration, time.Now()),
+		notifying:    map[uint64]*pendingNotify{},
 	}, nil
 }
 
-// SetClock replaces time.Now, for tests of expiry.
-func (s *Server) SetClock(now func() time.Time) { s.now = now }
+// SetClock replaces time.Now, for tests of expiry and anti-replay; the
+// map-server counts as started at its now.
+func (s *Server) SetClock(now func() time.Time) {
+	s.now = now
+	s.replay = newReplayGuard(s.replay.window, now())
+}
 
 // Resolve says what the map-server knows of eid in instance iid: a
 // mapping to proxy, an ETR to forward to, or where there is nothing.
@@ -113,7 +124,17 @@ func (s *Server) HandleRegister(raw []byte, src netip.AddrPort, out *control.Out
 		s.refuse(Unauthenticated, src, &m, "site", site.Name)
 		return
 	}
-	s.apply(site, &m, eids, src)
+	now := s.now()
+	if site.AntiReplay {
+		if r := s.replay.timely(m.Nonce, now); r != Accepted {
+			s.refuse(r, src, &m, "site", site.Name, "nonce", fmt.Sprintf("%#016x", m.Nonce))
+			return
+		}
+	}
+	if !s.apply(site, &m, eids, src, now, out) {
+		s.refuse(Replayed, src, &m, "site", site.Name, "nonce", fmt.Sprintf("%#016x", m.Nonce))
+		return
+	}
 	s.counter.add(Accepted)
 	if m.WantMapNotify {
 		s.notify(&m, src, auth, out)
@@ -145,22 +166,31 @@ func (s *Server) authorize(m *lisp.MapRegister) (*Site, []mapping.EID, Reason) {
 	return site, eids, Accepted
 }
 
-// apply stores the records of an accepted Map-Register.
-func (s *Server) apply(site *Site, m *lisp.MapRegister, eids []mapping.EID, src netip.AddrPort) {
-	now := s.now()
+// apply stores the records of an authenticated Map-Register, unless its
+// nonce is not newer than the last of its xTR (anti-replay), and tells the
+// other ETRs of merged registrations whose locators changed.
+func (s *Server) apply(site *Site, m *lisp.MapRegister, eids []mapping.EID, src netip.AddrPort, now time.Time, out *control.Outbox) bool {
 	id := identityOf(src, m.XTRID)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if site.AntiReplay && !s.replay.advance(keyOf(site, m.XTRID), m.Nonce) {
+		return false
+	}
 	for i, rec := range m.Records {
 		if rec.TTL == 0 { // de-registration
 			if reg, ok := s.regs.Get(eids[i]); ok {
+				before := reg.Record.Locators
 				s.drop(reg, reg.keep(func(e *ETR) bool { return e.identity() != id }))
+				if len(reg.ETRs) > 0 && !sameLocators(before, reg.Record.Locators) {
+					s.notifyMerged(reg, nil, now, out)
+				}
 			}
 			continue
 		}
 		reg, created := s.regs.Upsert(eids[i], func() *Registration {
 			return &Registration{EID: eids[i], Site: site}
 		})
+		before := reg.Record.Locators
 		etr := reg.find(id)
 		if etr == nil {
 			etr = &ETR{First: now, reg: reg}
@@ -171,7 +201,7 @@ func (s *Server) apply(site *Site, m *lisp.MapRegister, eids []mapping.EID, src 
 			ProxyReply: m.ProxyReply, Merge: m.MergeRequest, KeyID: m.Auth.KeyID,
 			First: etr.First, Last: now, Expires: now.Add(s.lifetime(m, rec)),
 			Registers: etr.Registers + 1, WantedNotify: m.WantMapNotify,
-			reg: reg, Slot: etr.Slot,
+			reg: reg, Slot: etr.Slot, alg: m.Auth.Algorithm, notify: etr.notify,
 		}
 		// Without the merge bit the ETR's set is the whole set (RFC 9301:
 		// each ETR registers all of the site's locators); with it, it
@@ -179,16 +209,21 @@ func (s *Server) apply(site *Site, m *lisp.MapRegister, eids []mapping.EID, src 
 		s.drop(reg, reg.keep(func(e *ETR) bool { return e == etr || (etr.Merge && e.Merge) }))
 		reg.merge(s.proxyTTL)
 		s.expiry.Schedule(etr)
+		if !sameLocators(before, reg.Record.Locators) {
+			s.notifyMerged(reg, etr, now, out)
+		}
 		if created && s.log.Enabled(context.Background(), slog.LevelDebug) {
 			s.log.Debug("registered", "eid", eids[i], "site", site.Name, "from", src, "rlocs", len(rec.Locators))
 		}
 	}
+	return true
 }
 
 // drop forgets ETR registrations of reg, and reg itself if none is left.
 func (s *Server) drop(reg *Registration, gone []*ETR) {
 	for _, e := range gone {
 		s.expiry.Remove(e)
+		s.stopNotify(e)
 	}
 	if len(reg.ETRs) == 0 {
 		s.regs.Delete(reg.EID)
@@ -218,16 +253,7 @@ func (s *Server) notify(m *lisp.MapRegister, src netip.AddrPort, auth *lisp.Auth
 		Records: m.Records,
 		XTRID:   m.XTRID,
 	}
-	var zero [32]byte
-	if auth != nil {
-		n.Auth.Data = zero[:auth.DataLen()]
-	}
-	b := out.Begin()
-	start := len(b)
-	b, err := n.AppendBinary(b)
-	if err == nil && auth != nil {
-		err = auth.Sign(b[start:])
-	}
+	b, err := signNotify(&n, auth, out.Begin())
 	if err != nil {
 		s.log.Warn("cannot build Map-Notify", "to", src, "error", err)
 		return
@@ -236,10 +262,20 @@ func (s *Server) notify(m *lisp.MapRegister, src netip.AddrPort, auth *lisp.Auth
 	s.counter.notifies.Add(1)
 }
 
+// refuse counts a refused Map-Register and logs it, once in a while per
+// reason: a flood of forgeries or replays costs a counter each, not a
+// log line.
 func (s *Server) refuse(r Reason, src netip.AddrPort, m *lisp.MapRegister, attrs ...any) {
 	s.counter.add(r)
 	if !s.log.Enabled(context.Background(), slog.LevelWarn) {
 		return
+	}
+	log, held := s.refusals.allow(r, s.now())
+	if !log {
+		return
+	}
+	if held > 0 {
+		attrs = append(attrs, "not_logged_since", held)
 	}
 	attrs = append(attrs, "reason", r.String(), "from", src)
 	if m != nil && len(m.Records) > 0 {
@@ -255,13 +291,18 @@ func (s *Server) Expire() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	dropped := 0
+	s.replay.forget(now)
 	for {
 		etr, ok := s.expiry.Due(now)
 		if !ok {
 			break
 		}
 		reg := etr.reg
+		before := reg.Record.Locators
 		s.drop(reg, reg.keep(func(e *ETR) bool { return e != etr }))
+		if len(reg.ETRs) > 0 && !sameLocators(before, reg.Record.Locators) {
+			s.notifyMerged(reg, nil, now, nil)
+		}
 		dropped++
 		s.counter.expired.Add(1)
 		if s.log.Enabled(context.Background(), slog.LevelDebug) {

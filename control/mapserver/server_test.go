@@ -35,10 +35,21 @@ map-server:
       eid-prefixes: [{prefix: 192.168.0.0/16}]
 `
 
-type clock struct{ t time.Time }
+type clock struct {
+	t      time.Time
+	stamps control.TimeNonces
+}
 
 func (c *clock) now() time.Time          { return c.t }
 func (c *clock) advance(d time.Duration) { c.t = c.t.Add(d) }
+
+// nonce is the nonce of a Map-Register sent now, as lispd's xTRs make it.
+func (c *clock) nonce() uint64 { return c.stamps.Next(c.t) }
+
+// testClock is the clock of the server newServer made last: register
+// gives Map-Registers without a nonce one of its time, since anti-replay
+// is on for the sites of testConfig.
+var testClock *clock
 
 func newServer(t *testing.T) (*Server, *clock) {
 	t.Helper()
@@ -50,8 +61,9 @@ func newServer(t *testing.T) (*Server, *clock) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &clock{time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)}
+	c := &clock{t: time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)}
 	s.SetClock(c.now)
+	testClock = c
 	return s, c
 }
 
@@ -71,6 +83,9 @@ func record(eid string, rlocs ...lisp.Address) lisp.MapRecord {
 
 func register(t *testing.T, m *lisp.MapRegister, key string) []byte {
 	t.Helper()
+	if m.Nonce == 0 && testClock != nil {
+		m.Nonce = testClock.nonce()
+	}
 	if m.Auth.Algorithm == 0 && key != "" {
 		m.Auth.Algorithm = lisp.AuthHMACSHA256
 	}
@@ -89,10 +104,11 @@ func TestRegisterNotifyAndProxyReply(t *testing.T) {
 	}})}})
 	rec := record("10.1.0.0/16", lisp.MustParseAddress("192.0.2.1"), elp)
 	var out control.Outbox
-	s.HandleRegister(register(t, &lisp.MapRegister{
-		ProxyReply: true, WantMapNotify: true, Nonce: 77, Records: []lisp.MapRecord{rec},
+	mr := &lisp.MapRegister{
+		ProxyReply: true, WantMapNotify: true, Records: []lisp.MapRecord{rec},
 		XTRID: &lisp.XTRID{ID: [16]byte{1}, SiteID: 9},
-	}, "key-a"), etr1, &out)
+	}
+	s.HandleRegister(register(t, mr, "key-a"), etr1, &out)
 
 	if got := s.Counters().Registers[Accepted]; got != 1 {
 		t.Fatalf("accepted = %d", got)
@@ -111,7 +127,7 @@ func TestRegisterNotifyAndProxyReply(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := m.(*lisp.MapNotify)
-	if n.Nonce != 77 || n.XTRID.SiteID != 9 || len(n.Records) != 1 || !n.Records[0].EID.Equal(rec.EID) {
+	if n.Nonce != mr.Nonce || n.XTRID.SiteID != 9 || len(n.Records) != 1 || !n.Records[0].EID.Equal(rec.EID) {
 		t.Errorf("Map-Notify = %s", n)
 	}
 	// A proxy answer carries the registered locators unchanged, ELP

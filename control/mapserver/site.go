@@ -15,6 +15,7 @@ type Site struct {
 	Name                 string
 	AllowUnauthenticated bool
 	ProxyReply           bool
+	AntiReplay           bool
 	Prefixes             []SitePrefix
 	keys                 map[keyID]*siteKey
 }
@@ -60,6 +61,7 @@ func newSites(cfg []config.Site) ([]*Site, *mapping.Table[*SitePrefix], error) {
 			Name:                 c.Name,
 			AllowUnauthenticated: c.AllowUnauthenticated,
 			ProxyReply:           c.ProxyReply == nil || *c.ProxyReply,
+			AntiReplay:           c.AntiReplay == nil || *c.AntiReplay,
 			keys:                 map[keyID]*siteKey{},
 		}
 		for _, k := range c.Keys {

@@ -47,6 +47,16 @@ type ETRStatus struct {
 	Last       time.Time `json:"last_registered"`
 	Expires    time.Time `json:"expires"`
 	Registers  uint64    `json:"map_registers"`
+	// Unacknowledged is the unsolicited Map-Notify of a merged set that
+	// the ETR has not acknowledged yet.
+	Unacknowledged *NotifyStatus `json:"unacknowledged_notify,omitempty"`
+}
+
+// NotifyStatus is an unsolicited Map-Notify awaiting its Map-Notify-Ack.
+type NotifyStatus struct {
+	Nonce string    `json:"nonce"`
+	Since time.Time `json:"since"`
+	Sends int       `json:"sends"`
 }
 
 // Status returns a snapshot of the sites and registrations, sorted.
@@ -67,6 +77,9 @@ func (s *Server) Status() Status {
 			}
 			if etr.XTRID != nil {
 				es.XTRID, es.SiteID = fmt.Sprintf("%x", etr.XTRID.ID), etr.XTRID.SiteID
+			}
+			if p := etr.notify; p != nil {
+				es.Unacknowledged = &NotifyStatus{Nonce: fmt.Sprintf("%#016x", p.nonce), Since: p.since, Sends: p.sends}
 			}
 			rs.ETRs = append(rs.ETRs, es)
 		}

@@ -35,6 +35,8 @@ type server struct {
 
 	lastRegister, lastNotify time.Time
 	registers, notifies      uint64
+	unsolicited              uint64 // Map-Notifies of merged sets, acknowledged
+	lastUnsolicited          time.Time
 	failures, failuresInARow uint64
 	lastFailure              string
 	lastFailureAt            time.Time
@@ -109,10 +111,11 @@ func (x *XTR) endRound(s *server) {
 	s.round = s.round[:0]
 }
 
-// register sends one Map-Register of the round, with a new nonce: a
-// Map-Notify for any of the round's is an acknowledgement.
+// register sends one Map-Register of the round, with a new nonce, the
+// time, which a map-server with anti-replay wants newer than the last it
+// took: a Map-Notify for any of the round's is an acknowledgement.
 func (x *XTR) register(s *server, now time.Time) (datagram, bool) {
-	nonce := control.Nonce()
+	nonce := x.stamps.Next(now)
 	b, err := x.encodeRegister(s, nonce)
 	if err != nil { // the mappings were validated: only a bug gets here
 		x.log.Error("cannot build Map-Register", "map_server", s.addr, "error", err)
@@ -133,6 +136,7 @@ func (x *XTR) register(s *server, now time.Time) (datagram, bool) {
 func (x *XTR) encodeRegister(s *server, nonce uint64) ([]byte, error) {
 	m := lisp.MapRegister{
 		ProxyReply:    s.proxy,
+		MergeRequest:  x.merge,
 		WantMapNotify: true,
 		Nonce:         nonce,
 		Auth:          lisp.Auth{KeyID: s.keyID, Algorithm: s.alg, Data: make([]byte, s.auth.DataLen())},
@@ -153,9 +157,11 @@ func (x *XTR) encodeRegister(s *server, nonce uint64) ([]byte, error) {
 
 // HandleNotify checks a Map-Notify that arrived from src: it acknowledges
 // a registration when its nonce is that of a Map-Register awaiting one and
-// it verifies with that map-server's key (compared in constant time).
+// it verifies with that map-server's key (compared in constant time). One
+// with another nonce may be a map-server's news of the site's merged
+// locators, which is answered with a Map-Notify-Ack in out (unsolicited).
 // Anything else is refused and counted by reason.
-func (x *XTR) HandleNotify(raw []byte, src netip.AddrPort) {
+func (x *XTR) HandleNotify(raw []byte, src netip.AddrPort, out *control.Outbox) {
 	var m lisp.MapNotify
 	if err := m.DecodeFromBytes(raw); err != nil {
 		x.refuse(NotifyMalformed, src, "error", err)
@@ -167,7 +173,7 @@ func (x *XTR) HandleNotify(raw []byte, src netip.AddrPort) {
 	s, ok := x.nonces[m.Nonce]
 	switch {
 	case !ok:
-		x.refuse(NotifyUnknownNonce, src, "nonce", m.Nonce)
+		x.unsolicited(&m, raw, src, now, out)
 		return
 	case m.Auth.Algorithm == lisp.AuthNone:
 		x.refuse(NotifyUnauthenticated, src)

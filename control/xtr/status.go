@@ -12,10 +12,11 @@ type NotifyResult uint8
 const (
 	NotifyAccepted        NotifyResult = iota
 	NotifyMalformed                    // does not decode
-	NotifyUnknownNonce                 // acknowledges no Map-Register awaiting it
+	NotifyUnknownNonce                 // acknowledges no Map-Register awaiting it, nor is news of this xTR's merged locators
 	NotifyUnauthenticated              // algorithm 0
 	NotifyWrongKey                     // another key ID or algorithm than the map-server's
 	NotifyAuthFailed                   // the authentication data does not verify
+	NotifyUnsolicited                  // a map-server's news of merged locators: acknowledged
 	numNotifyResults
 )
 
@@ -26,6 +27,7 @@ var notifyNames = [numNotifyResults]string{
 	NotifyUnauthenticated: "unauthenticated",
 	NotifyWrongKey:        "wrong-key",
 	NotifyAuthFailed:      "auth-failed",
+	NotifyUnsolicited:     "unsolicited",
 }
 
 func (r NotifyResult) String() string { return notifyNames[r] }
@@ -149,6 +151,11 @@ type MapServerStatus struct {
 	FailuresInARow uint64    `json:"failures_in_a_row"`
 	LastFailure    string    `json:"last_failure,omitempty"`
 	LastFailureAt  time.Time `json:"last_failure_at,omitzero"`
+	// Unsolicited counts the Map-Notifies of merged locators the
+	// map-server sent and the xtr acknowledged, the last at
+	// LastUnsolicited.
+	Unsolicited     uint64    `json:"unsolicited_notifies"`
+	LastUnsolicited time.Time `json:"last_unsolicited_notify,omitzero"`
 }
 
 // Status returns a snapshot of the mappings and registrations.
@@ -170,6 +177,7 @@ func (x *XTR) Status() Status {
 			Address: s.addr.String(), ProxyReply: s.proxy, KeyID: s.keyID, Algorithm: s.alg.String(),
 			LastRegister: s.lastRegister, LastNotify: s.lastNotify, Registers: s.registers, Notifies: s.notifies,
 			Failures: s.failures, FailuresInARow: s.failuresInARow, LastFailure: s.lastFailure, LastFailureAt: s.lastFailureAt,
+			Unsolicited: s.unsolicited, LastUnsolicited: s.lastUnsolicited,
 		}
 		switch {
 		case len(s.round) > 0:

@@ -49,11 +49,13 @@ type XTR struct {
 	iid        uint32
 	interval   time.Duration
 	xtrID      *lisp.XTRID
+	merge      bool // register with the a bit: this xTR's part of the site's locators
 
 	mu       sync.Mutex
 	mappings []*dbMapping // in configuration order, as registered
 	db       *mapping.Table[*dbMapping]
 	servers  []*server
+	stamps   control.TimeNonces // the nonces of Map-Registers: they only increase
 	nonces   map[uint64]*server // of the Map-Registers awaiting a Map-Notify
 	itrs     map[itrKey]*itr    // ITRs answered lately, for SMRs
 	counter  counters
@@ -95,6 +97,7 @@ func New(cfg *config.XTR, opts Options) (*XTR, error) {
 		return nil, fmt.Errorf("xtr: a sender is required")
 	}
 	x.interval = cfg.RegisterInterval.Duration
+	x.merge = cfg.Merge
 	id, err := cfg.ID()
 	if err != nil {
 		return nil, fmt.Errorf("xtr: xtr-id: %w", err)

@@ -180,6 +180,7 @@ func notify(t *testing.T, nonce uint64, keyID uint8, alg lisp.AuthAlgorithm, key
 
 func TestMapNotifyChecked(t *testing.T) {
 	h := newHarness(t, siteConfig)
+	var out control.Outbox
 	h.x.Tick()
 	regs := h.registers(t)
 	nonceA := regs[msA].msg.(*lisp.MapRegister).Nonce
@@ -192,11 +193,11 @@ func TestMapNotifyChecked(t *testing.T) {
 		{notify(t, nonceA, 4, lisp.AuthHMACSHA256, keyA), NotifyWrongKey},
 		{notify(t, nonceA, 3, lisp.AuthHMACSHA1, keyA), NotifyWrongKey},
 		{notify(t, nonceA, 3, lisp.AuthNone, ""), NotifyUnauthenticated},
-		{notify(t, nonceA+1, 3, lisp.AuthHMACSHA256, keyA), NotifyUnknownNonce},
+		{notify(t, nonceA+1<<32, 3, lisp.AuthHMACSHA256, keyA), NotifyUnknownNonce}, // a second later: never sent
 		{[]byte{0x40, 0, 0, 1, 2}, NotifyMalformed},
 	} {
 		before := h.x.Counters().Notifies[bad.want]
-		h.x.HandleNotify(bad.raw, msA)
+		h.x.HandleNotify(bad.raw, msA, &out)
 		if h.x.Counters().Notifies[bad.want] != before+1 {
 			t.Errorf("Map-Notify not refused as %s", bad.want)
 		}
@@ -204,7 +205,7 @@ func TestMapNotifyChecked(t *testing.T) {
 	if st := h.x.Status().MapServers[0]; st.State != "registering" || st.Notifies != 0 {
 		t.Fatalf("after refused Map-Notifies: %+v", st)
 	}
-	h.x.HandleNotify(notify(t, nonceA, 3, lisp.AuthHMACSHA256, keyA), msA)
+	h.x.HandleNotify(notify(t, nonceA, 3, lisp.AuthHMACSHA256, keyA), msA, &out)
 	st := h.x.Status()
 	if a := st.MapServers[0]; a.State != "registered" || a.Notifies != 1 || !a.LastNotify.Equal(h.now) {
 		t.Errorf("map-server a: %+v", a)
@@ -213,7 +214,7 @@ func TestMapNotifyChecked(t *testing.T) {
 		t.Errorf("map-server b: %+v", b)
 	}
 	// The round is over: the same Map-Notify again is refused.
-	h.x.HandleNotify(notify(t, nonceA, 3, lisp.AuthHMACSHA256, keyA), msA)
+	h.x.HandleNotify(notify(t, nonceA, 3, lisp.AuthHMACSHA256, keyA), msA, &out)
 	if c := h.x.Counters(); c.Notifies[NotifyAccepted] != 1 || c.Notifies[NotifyUnknownNonce] != 2 {
 		t.Errorf("counters %+v", c)
 	}
@@ -224,6 +225,7 @@ func TestMapNotifyChecked(t *testing.T) {
 // register interval.
 func TestRegisterRetries(t *testing.T) {
 	h := newHarness(t, siteConfig)
+	var out control.Outbox
 	h.x.Tick()
 	first := h.registers(t)[msA].msg.(*lisp.MapRegister).Nonce
 	var nonces []uint64
@@ -249,7 +251,7 @@ func TestRegisterRetries(t *testing.T) {
 		t.Errorf("after 3 unanswered Map-Registers: %+v", st)
 	}
 	// A late Map-Notify of the failed round does not count.
-	h.x.HandleNotify(notify(t, first, 3, lisp.AuthHMACSHA256, keyA), msA)
+	h.x.HandleNotify(notify(t, first, 3, lisp.AuthHMACSHA256, keyA), msA, &out)
 	if h.x.Counters().Notifies[NotifyUnknownNonce] != 1 {
 		t.Error("late Map-Notify accepted")
 	}
@@ -260,7 +262,7 @@ func TestRegisterRetries(t *testing.T) {
 		t.Fatalf("next round: %d Map-Registers", len(regs))
 	}
 	// A Map-Notify for any try of the round acknowledges it.
-	h.x.HandleNotify(notify(t, regs[msA].msg.(*lisp.MapRegister).Nonce, 3, lisp.AuthHMACSHA256, keyA), msA)
+	h.x.HandleNotify(notify(t, regs[msA].msg.(*lisp.MapRegister).Nonce, 3, lisp.AuthHMACSHA256, keyA), msA, &out)
 	if st := h.x.Status().MapServers[0]; st.State != "registered" || st.FailuresInARow != 0 || st.Failures != 1 {
 		t.Errorf("after the next round: %+v", st)
 	}
