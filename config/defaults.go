@@ -59,6 +59,7 @@ func (c *Config) Defaults() {
 		}
 	}
 	c.tunnelDefaults()
+	c.ddtDefaults()
 }
 
 func setDuration(d *Duration, def time.Duration) {

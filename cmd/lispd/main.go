@@ -1,5 +1,5 @@
-// Command lispd is the LISP daemon: the map-server, map-resolver, xtr and
-// rtr roles, chosen by its configuration file.
+// Command lispd is the LISP daemon: the map-server, map-resolver,
+// ddt-node, xtr and rtr roles, chosen by its configuration file.
 //
 //	lispd [-config FILE] [-check]   run, or only validate the configuration
 //	lispd status [-socket PATH] [-json]
@@ -46,9 +46,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
        lispd -version
 
 lispd runs the LISP roles its configuration names: map-server and
-map-resolver (docs/mapping.md), xtr and rtr (docs/routers.md). It
-answers on UDP 4342 and serves its status on a control socket (lispd
-status).
+map-resolver (docs/mapping.md), ddt-node (docs/ddt.md), xtr and rtr
+(docs/routers.md). It answers on UDP 4342 and serves its status on a
+control socket (lispd status).
 
 `)
 		flags.PrintDefaults()
