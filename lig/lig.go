@@ -71,6 +71,8 @@ type Result struct {
 	// messages, Map-Replies with an unknown nonce), Malformed those that
 	// did not decode.
 	Ignored, Malformed int
+	// Hops are the Map-Referrals of a Trace, from the root down.
+	Hops []Hop
 }
 
 // Query sends Map-Requests for eid to opts.Resolver in ECMs, one try
@@ -87,35 +89,14 @@ func Query(ctx context.Context, eid netip.Addr, opts Options) (*Result, error) {
 		return nil, errors.New("lig: no EID")
 	}
 	opts = opts.withDefaults()
-	if !opts.Resolver.Addr().IsValid() {
-		return nil, errors.New("lig: no map-resolver")
-	}
-	source := opts.Source
-	if !source.IsValid() {
-		var err error
-		if source, err = routeSource(opts.Resolver); err != nil {
-			return nil, err
-		}
-	}
-	if source.Is4() != opts.Resolver.Addr().Is4() {
-		return nil, fmt.Errorf("lig: source %s and map-resolver %s differ in address family", source, opts.Resolver.Addr())
-	}
-	conn, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(source, 0)))
+	q, err := openQuery(eid, opts)
 	if err != nil {
-		return nil, fmt.Errorf("lig: listen on %s: %w", source, err)
+		return nil, err
 	}
-	defer conn.Close()
+	defer q.conn.Close()
 	// A read deadline in the past wakes the blocked read when ctx ends.
-	stop := context.AfterFunc(ctx, func() { conn.SetReadDeadline(time.Unix(1, 0)) })
+	stop := context.AfterFunc(ctx, func() { q.conn.SetReadDeadline(time.Unix(1, 0)) })
 	defer stop()
-
-	port := conn.LocalAddr().(*net.UDPAddr).AddrPort().Port()
-	q := &query{opts: opts, conn: conn, sent: make(map[uint64]time.Time), buf: make([]byte, 64<<10)}
-	q.res = Result{
-		EID:      eidAddress(eid, opts.IID, opts.HasIID),
-		Resolver: opts.Resolver,
-		Source:   netip.AddrPortFrom(source, port),
-	}
 	for try := 1; try <= opts.Tries; try++ {
 		if err := q.send(); err != nil {
 			return &q.res, err
