@@ -53,15 +53,15 @@ type (
 		Locators      []jsonLocator `json:"locators"`
 	}
 	jsonLocator struct {
-		Address   string    `json:"address"`
-		AFI       lisp.AFI  `json:"afi"`
-		Priority  uint8     `json:"priority"`
-		Weight    uint8     `json:"weight"`
-		MPriority uint8     `json:"m_priority"`
-		MWeight   uint8     `json:"m_weight"`
-		Local     bool      `json:"local"`
-		Probed    bool      `json:"probed"`
-		Reachable bool      `json:"reachable"`
+		Address   string       `json:"address"`
+		AFI       lisp.AFI     `json:"afi"`
+		Priority  uint8        `json:"priority"`
+		Weight    uint8        `json:"weight"`
+		MPriority uint8        `json:"m_priority"`
+		MWeight   uint8        `json:"m_weight"`
+		Local     bool         `json:"local"`
+		Probed    bool         `json:"probed"`
+		Reachable bool         `json:"reachable"`
 		ELP       []jsonELPHop `json:"elp,omitempty"`
 	}
 	jsonELPHop struct {
