@@ -29,10 +29,11 @@ type Status struct {
 	// The tunnel roles: the xtr's mappings and registrations, the
 	// map-cache, this router's row of the RTT matrix (every locator it
 	// probes) and what the data plane says.
-	XTR       *xtr.Status      `json:"xtr,omitempty"`
-	MapCache  []mapcache.Entry `json:"map_cache,omitempty"`
-	Probes    []probe.Locator  `json:"probes,omitempty"`
-	Dataplane *DataplaneStatus `json:"dataplane,omitempty"`
+	XTR          *xtr.Status              `json:"xtr,omitempty"`
+	MapResolvers []mapcache.ResolverState `json:"map_resolvers,omitempty"`
+	MapCache     []mapcache.Entry         `json:"map_cache,omitempty"`
+	Probes       []probe.Locator          `json:"probes,omitempty"`
+	Dataplane    *DataplaneStatus         `json:"dataplane,omitempty"`
 }
 
 // Counters are the daemon's counters, by name: the control socket and
@@ -142,6 +143,7 @@ func (d *Daemon) Status() Status {
 			x := d.tun.xtr.Status()
 			st.XTR = &x
 		}
+		st.MapResolvers = d.tun.cache.Resolvers()
 		st.MapCache = d.tun.cache.Snapshot()
 		if d.tun.prober != nil {
 			st.Probes = d.tun.prober.Matrix()
