@@ -74,7 +74,7 @@ func newDDTNet(t *testing.T) *ddtNet {
 
 // start runs lispd in node name with cfg ("{sock}" stands for its
 // control socket) and waits for its control socket.
-func (n *ddtNet) start(t *testing.T, name, cfg string) {
+func (n *ddtNet) start(t testing.TB, name, cfg string) {
 	t.Helper()
 	sock := filepath.Join(n.dir, name+".sock")
 	path := filepath.Join(n.dir, name+".yaml")
@@ -93,7 +93,7 @@ func (n *ddtNet) start(t *testing.T, name, cfg string) {
 // stop ends node name's lispd.
 func (n *ddtNet) stop(name string) { n.procs[name].Stop() }
 
-func (n *ddtNet) status(t *testing.T, name string) *daemon.Status {
+func (n *ddtNet) status(t testing.TB, name string) *daemon.Status {
 	t.Helper()
 	st, err := daemon.QueryStatus(n.socks[name])
 	if err != nil {
@@ -103,8 +103,11 @@ func (n *ddtNet) status(t *testing.T, name string) *daemon.Status {
 }
 
 // The configurations of the tree.
+// ddtNodeConfig is a DDT node's: auth, its authoritative prefixes
+// ("10.1.0.0/16", or several separated by ", "), and delegations.
 func ddtNodeConfig(auth string, delegations ...string) string {
-	return "roles: [ddt-node]\nddt-node:\n  authoritative-prefixes: [{prefix: " + auth + "}]\n  delegations:\n    - " +
+	return "roles: [ddt-node]\nddt-node:\n  authoritative-prefixes: [{prefix: " +
+		strings.ReplaceAll(auth, ", ", "}, {prefix: ") + "}]\n  delegations:\n    - " +
 		strings.Join(delegations, "\n    - ") + "\n"
 }
 
