@@ -172,8 +172,9 @@ func TestTraceToMapReply(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		"map-referral from 127.0.0.31:", ": node-referral 10.1.0.0/16, ttl 1440 mins, auth\n  referrals: 127.0.0.33 0/0, 127.0.0.32 0/0",
+		"Send DDT map-request to 127.0.0.31:", "map-referral from 127.0.0.31:", ": node-referral 10.1.0.0/16, ttl 1440 mins, auth\n  referrals: 127.0.0.33 0/0, 127.0.0.32 0/0",
 		": ms-ack 10.1.0.0/24, ttl 1440 mins, auth, incomplete\n",
+		"Send DDT map-request to 127.0.0.32:", "(try 2 at this level: no answer before)",
 		"Received map-reply from 127.0.0.34:", "192.0.2.77",
 	} {
 		if !strings.Contains(text.String(), want) {

@@ -15,8 +15,8 @@ import (
 const NoReferralText = "*** No map-referral received ***"
 
 // WriteTraceText prints a trace: each Map-Referral, from the root down,
-// with who sent it, how fast, its action, prefix, TTL and flags and the
-// referral set it names; then the Map-Reply, as WriteText prints it, or
+// after the request it answers, with who sent it, how fast, its action,
+// prefix, TTL and flags and the referral set it names; then the Map-Reply, as WriteText prints it, or
 // what the negative referral that ended the walk means.
 func WriteTraceText(w io.Writer, r *Result) error {
 	if r == nil || len(r.Hops) == 0 {
@@ -24,7 +24,7 @@ func WriteTraceText(w io.Writer, r *Result) error {
 	}
 	bw := bufio.NewWriter(w)
 	for _, h := range r.Hops {
-		writeHop(bw, h)
+		writeHop(bw, r.EID, h)
 	}
 	last := r.Hops[len(r.Hops)-1].Referral
 	switch {
@@ -41,12 +41,17 @@ func WriteTraceText(w io.Writer, r *Result) error {
 	return bw.Flush()
 }
 
-func writeHop(w io.Writer, h Hop) {
+func writeHop(w io.Writer, eid lisp.Address, h Hop) {
 	rec := h.Referral
 	node := h.Node.Addr().String()
 	if h.Node.Port() != Port {
 		node = h.Node.String()
 	}
+	fmt.Fprintf(w, "Send DDT map-request to %s for %s ...", node, eid)
+	if h.Tries > 1 {
+		fmt.Fprintf(w, " (try %d at this level: no answer before)", h.Tries)
+	}
+	fmt.Fprintln(w)
 	var flags []string
 	if rec.Authoritative {
 		flags = append(flags, "auth")

@@ -99,11 +99,11 @@ a negative referral says. Status 1 when a level gives no referral.
 		fmt.Fprintf(stderr, "amptcp lig: map-resolver %s: %v\n", *resolver, err)
 		return 1
 	}
+	if *trace { // the trace prints each request with its answer
+		return printTrace(ctx, eid, opts, *jsonOut, stdout, stderr)
+	}
 	if !*jsonOut {
 		opts.Logf = func(format string, args ...any) { fmt.Fprintf(stdout, format+"\n", args...) }
-	}
-	if *trace {
-		return printTrace(ctx, eid, opts, *jsonOut, stdout, stderr)
 	}
 	res, err := lig.Query(ctx, eid, opts)
 	switch {
