@@ -32,22 +32,26 @@ var yamlBlock = regexp.MustCompile("(?s)```yaml\n(.*?)```")
 
 // docTopology writes the example of docs/lab.md, renamed to name (this
 // run's prefix keeps parallel runs apart), to a file.
-func docTopology(t *testing.T, name string) string {
+func docTopology(t *testing.T, name string) string { return docTopologyOf(t, "../docs/lab.md", name) }
+
+// docTopologyOf writes the first topology of a doc, renamed to name.
+func docTopologyOf(t *testing.T, doc, name string) string {
 	t.Helper()
-	text, err := os.ReadFile("../docs/lab.md")
+	text, err := os.ReadFile(doc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, m := range yamlBlock.FindAllStringSubmatch(string(text), -1) {
 		if strings.Contains(m[1], "nodes:") {
 			path := filepath.Join(t.TempDir(), "lab.yaml")
-			if err := os.WriteFile(path, []byte(strings.Replace(m[1], "name: demo", "name: "+name, 1)), 0o600); err != nil {
+			renamed := regexp.MustCompile(`(?m)^name: \S+`).ReplaceAllString(m[1], "name: "+name)
+			if err := os.WriteFile(path, []byte(renamed), 0o600); err != nil {
 				t.Fatal(err)
 			}
 			return path
 		}
 	}
-	t.Fatal("no topology in docs/lab.md")
+	t.Fatalf("no topology in %s", doc)
 	return ""
 }
 
