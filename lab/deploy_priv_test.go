@@ -1,7 +1,6 @@
 package lab
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -25,18 +24,7 @@ import (
 func TestDeployment(t *testing.T) {
 	testenv.RequireRoot(t)
 	name := testenv.Prefix + "-dep"
-	var progress bytes.Buffer
-	opts := Options{Dir: t.TempDir(), Bin: bin, Progress: &progress}
-	path := docTopologyOf(t, "../docs/deploy.md", name)
-	top, err := topo.Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cleanupLab(t, name, opts)
-	st, err := Up(context.Background(), top, path, opts)
-	if err != nil {
-		t.Fatalf("up: %v\nprogress:\n%s", err, progress.String())
-	}
+	st, opts, top := upLab(t, name, docTopologyOf(t, "../docs/deploy.md", name), nil)
 	plan, err := topo.Compile(top, opts.dir(name))
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,6 @@
 package lab
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"path/filepath"
@@ -54,21 +53,11 @@ links:
 func TestMapServerFailover(t *testing.T) {
 	testenv.RequireRoot(t)
 	name := testenv.Prefix + "-ha"
-	var progress bytes.Buffer
-	opts := Options{Dir: t.TempDir(), Bin: bin, Progress: &progress}
 	path := filepath.Join(t.TempDir(), "lab.yaml")
 	if err := os.WriteFile(path, []byte(strings.Replace(redundantTopology, "NAME", name, 1)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	top, err := topo.Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cleanupLab(t, name, opts)
-	st, err := Up(context.Background(), top, path, opts)
-	if err != nil {
-		t.Fatalf("up: %v\nprogress:\n%s", err, progress.String())
-	}
+	st, opts, top := upLab(t, name, path, nil)
 	ns := func(node string) string { return st.Prefix + node }
 	ctx := context.Background()
 	if err := warmPair(ctx, ns("client"), ns("server"), "10.2.0.2:5201"); err != nil {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
 	"time"
 
 	"github.com/amptcp/amptcp/lisp"
@@ -47,17 +46,12 @@ type Hop struct {
 // which is an answer, not an error. Without an answer Trace returns
 // ErrNoReferral (or ErrNoReply after an MS-ACK), with the Result so far.
 func Trace(ctx context.Context, eid netip.Addr, opts Options) (*Result, error) {
-	if !eid.IsValid() {
-		return nil, errors.New("lig: no EID")
-	}
-	opts = opts.withDefaults()
-	q, err := openQuery(eid, opts)
+	q, done, err := startQuery(ctx, eid, opts)
 	if err != nil {
 		return nil, err
 	}
-	defer q.conn.Close()
-	stop := context.AfterFunc(ctx, func() { q.conn.SetReadDeadline(time.Unix(1, 0)) })
-	defer stop()
+	defer done()
+	opts = q.opts
 	q.nonce = newNonce()
 	q.res.Nonce = q.nonce
 	set, toMS := []netip.AddrPort{q.res.Resolver}, false
@@ -104,6 +98,20 @@ func Trace(ctx context.Context, eid netip.Addr, opts Options) (*Result, error) {
 		}
 	}
 	return &q.res, fmt.Errorf("lig: more than %d referrals", MaxTraceDepth)
+}
+
+// startQuery opens the socket a query or trace receives on, with opts
+// completed by their defaults; done closes it. A read deadline in the past
+// wakes a blocked read when ctx ends.
+func startQuery(ctx context.Context, eid netip.Addr, opts Options) (q *query, done func(), err error) {
+	if !eid.IsValid() {
+		return nil, nil, errors.New("lig: no EID")
+	}
+	if q, err = openQuery(eid, opts.withDefaults()); err != nil {
+		return nil, nil, err
+	}
+	stop := context.AfterFunc(ctx, func() { q.conn.SetReadDeadline(time.Unix(1, 0)) })
+	return q, func() { stop(); q.conn.Close() }, nil
 }
 
 // openQuery opens the socket a query or trace receives on, bound to the
@@ -173,22 +181,11 @@ func (q *query) askLevel(ctx context.Context, set []netip.AddrPort, toMS bool) (
 // that comes first (a map-server answering before its MS-ACK) is kept.
 func (q *query) awaitReferral(ctx context.Context, asked map[netip.AddrPort]time.Time, deadline time.Time) (Hop, bool, error) {
 	for {
-		q.conn.SetReadDeadline(deadline)
-		if err := ctx.Err(); err != nil {
-			return Hop{}, false, fmt.Errorf("lig: %w", err)
+		pkt, from, ok, err := q.read(ctx, deadline)
+		if err != nil || !ok {
+			return Hop{}, false, err
 		}
-		n, from, err := q.conn.ReadFromUDPAddrPort(q.buf)
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			if err := ctx.Err(); err != nil {
-				return Hop{}, false, fmt.Errorf("lig: %w", err)
-			}
-			return Hop{}, false, nil
-		}
-		if err != nil {
-			return Hop{}, false, fmt.Errorf("lig: receive: %w", err)
-		}
-		from = netip.AddrPortFrom(from.Addr().Unmap(), from.Port())
-		m, err := lisp.Parse(q.buf[:n])
+		m, err := lisp.Parse(pkt)
 		if err != nil {
 			q.res.Malformed++
 			q.opts.Logf("ignoring malformed packet from %s: %v", from, err)
@@ -205,7 +202,7 @@ func (q *query) awaitReferral(ctx context.Context, asked map[netip.AddrPort]time
 			return Hop{Node: from, RTT: time.Since(at), Referral: msg.Records[0]}, true, nil
 		case *lisp.MapReply:
 			if q.res.Reply == nil {
-				q.accept(q.buf[:n], from) // keeps it, or counts it
+				q.accept(pkt, from) // keeps it, or counts it
 				continue
 			}
 		}

@@ -60,29 +60,16 @@ func (m *MapServer) Authoritative(iid uint32, ip netip.Addr) bool {
 // arrived from src: the Map-Reply or the forwarded request for the
 // registered EIDs, and a Map-Referral to src.
 func (m *MapServer) HandleECM(raw []byte, ecm *lisp.ECM, src netip.AddrPort, out *control.Outbox) {
-	m.counter.requests.Add(1)
-	req, reason, ok := request(ecm)
-	if !ok {
-		m.counter.dropped[reason].Add(1)
-		return
-	}
-	var buf [1]lisp.ReferralRecord
-	recs := buf[:0]
 	answered := false
-	for _, r := range req.Records {
+	answer(&m.counter, m.log, ecm, src, out, func(req *lisp.MapRequest, r lisp.RequestRecord) lisp.ReferralRecord {
 		rec, ans, found := m.refer(r)
-		recs = append(recs, rec)
 		// The D bit of the Map-Request (DontMapReply) asks for the
 		// referral only, as rig does. One forward or reply per request.
 		if found && !answered && !req.DontMapReply {
 			answered = m.answer(raw, ecm, req, ans, src, out)
 		}
-	}
-	if err := sendReferral(out, src, req.Nonce, recs); err != nil {
-		m.log.Error("cannot encode Map-Referral", "to", src, "error", err)
-		return
-	}
-	m.counter.referred(recs)
+		return rec
+	})
 }
 
 // refer looks an EID up and says what the Map-Referral says of it, and

@@ -95,22 +95,9 @@ func (n *Node) Authoritative(iid uint32, ip netip.Addr) bool {
 // HandleECM answers a DDT Map-Request that arrived from src with a
 // Map-Referral to src, one record per EID asked.
 func (n *Node) HandleECM(ecm *lisp.ECM, src netip.AddrPort, out *control.Outbox) {
-	n.counter.requests.Add(1)
-	req, reason, ok := request(ecm)
-	if !ok {
-		n.counter.dropped[reason].Add(1)
-		return
-	}
-	var buf [1]lisp.ReferralRecord
-	recs := buf[:0]
-	for _, r := range req.Records {
-		recs = append(recs, n.Refer(r))
-	}
-	if err := sendReferral(out, src, req.Nonce, recs); err != nil { // records of the tree always encode
-		n.log.Error("cannot encode Map-Referral", "to", src, "error", err)
-		return
-	}
-	n.counter.referred(recs)
+	answer(&n.counter, n.log, ecm, src, out, func(_ *lisp.MapRequest, r lisp.RequestRecord) lisp.ReferralRecord {
+		return n.Refer(r)
+	})
 }
 
 // Counters returns the current counters.

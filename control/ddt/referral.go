@@ -1,6 +1,7 @@
 package ddt
 
 import (
+	"log/slog"
 	"net/netip"
 
 	"github.com/amptcp/amptcp/config"
@@ -71,6 +72,28 @@ func hole(auth mapping.EID, gap mapping.EID, addr netip.Addr) mapping.EID {
 	bits := max(gap.Prefix.Bits(), auth.Prefix.Bits())
 	p, _ := addr.Prefix(bits)
 	return mapping.EID{IID: auth.IID, Prefix: p}
+}
+
+// answer answers a DDT Map-Request with a Map-Referral to src, one record
+// per EID asked, from refer; it counts what it sends and what it drops.
+func answer(c *counters, log *slog.Logger, ecm *lisp.ECM, src netip.AddrPort, out *control.Outbox,
+	refer func(*lisp.MapRequest, lisp.RequestRecord) lisp.ReferralRecord) {
+	c.requests.Add(1)
+	req, reason, ok := request(ecm)
+	if !ok {
+		c.dropped[reason].Add(1)
+		return
+	}
+	var buf [1]lisp.ReferralRecord
+	recs := buf[:0]
+	for _, r := range req.Records {
+		recs = append(recs, refer(req, r))
+	}
+	if err := sendReferral(out, src, req.Nonce, recs); err != nil { // records of the tree always encode
+		log.Error("cannot encode Map-Referral", "to", src, "error", err)
+		return
+	}
+	c.referred(recs)
 }
 
 // request is the Map-Request of a DDT ECM and what its records ask, or
