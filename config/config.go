@@ -23,8 +23,9 @@ import (
 
 // Config is lispd's configuration.
 type Config struct {
-	// Roles lispd runs: map-server, map-resolver, xtr (an ITR and ETR),
-	// rtr (a re-encapsulating tunnel router).
+	// Roles lispd runs: map-server, map-resolver, ddt-node (a node of
+	// the Delegated Database Tree, RFC 8111), xtr (an ITR and ETR), rtr
+	// (a re-encapsulating tunnel router).
 	Roles []Role `yaml:"roles"`
 	// Listen are the addresses of the control sockets (UDP 4342 unless a
 	// port is given): "0.0.0.0", "::", "192.0.2.1", "[2001:db8::1]:4342".
@@ -35,6 +36,7 @@ type Config struct {
 
 	MapServer   *MapServer   `yaml:"map-server"`
 	MapResolver *MapResolver `yaml:"map-resolver"`
+	DDTNode     *DDTNode     `yaml:"ddt-node"`
 
 	// The tunnel routers: the xtr and rtr roles forward in eBPF
 	// (Dataplane) with the mappings they resolve (MapCache); the xtr
@@ -50,12 +52,13 @@ type Role string
 const (
 	RoleMapServer   Role = "map-server"
 	RoleMapResolver Role = "map-resolver"
+	RoleDDTNode     Role = "ddt-node"
 	RoleXTR         Role = "xtr"
 	RoleRTR         Role = "rtr"
 )
 
 // Roles are all the roles, in the order they are documented.
-var Roles = []Role{RoleMapServer, RoleMapResolver, RoleXTR, RoleRTR}
+var Roles = []Role{RoleMapServer, RoleMapResolver, RoleDDTNode, RoleXTR, RoleRTR}
 
 // Log configures log/slog.
 type Log struct {
@@ -97,6 +100,8 @@ type MapServer struct {
 	// from the map-server's clock, for the sites with anti-replay.
 	ReplayWindow Duration `yaml:"replay-window"`
 	Sites        []Site   `yaml:"sites"`
+	// DDT says what the map-server answers DDT Map-Requests with.
+	DDT *MapServerDDT `yaml:"ddt"`
 }
 
 // Site is a LISP site: the EID-prefixes its ETRs may register and the
@@ -148,6 +153,8 @@ type MapResolver struct {
 	// RateLimit bounds the Map-Requests accepted from one source; left
 	// out, it is 1000 per second with bursts of 2000.
 	RateLimit *RateLimit `yaml:"rate-limit"`
+	// DDT resolves the EIDs no local site holds through LISP-DDT.
+	DDT *ResolverDDT `yaml:"ddt"`
 }
 
 // RateLimit bounds the Map-Requests accepted from one source address.

@@ -59,6 +59,7 @@ func (c *Config) Defaults() {
 		}
 	}
 	c.tunnelDefaults()
+	c.ddtDefaults()
 }
 
 func setBool(b **bool, def bool) {

@@ -62,6 +62,7 @@ func (c *Config) Validate() error {
 		mr.validate(&ck)
 	}
 	c.validateTunnel(&ck)
+	c.validateDDT(&ck)
 	if len(ck.errs) > 0 {
 		return ck.errs
 	}

@@ -7,7 +7,6 @@ package daemon
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/amptcp/amptcp/config"
 	"github.com/amptcp/amptcp/control"
+	"github.com/amptcp/amptcp/control/ddt"
 	"github.com/amptcp/amptcp/control/mapserver"
 	"github.com/amptcp/amptcp/control/resolver"
 	"github.com/amptcp/amptcp/control/xtr"
@@ -31,7 +31,8 @@ type Daemon struct {
 
 	ms  *mapserver.Server // nil unless the map-server role runs
 	mr  *resolver.Resolver
-	tun *tunnel // nil unless the xtr or rtr role runs
+	ddt *ddt.Authority // answers DDT Map-Requests: nil unless ddt-node or map-server runs
+	tun *tunnel        // nil unless the xtr or rtr role runs
 
 	conns   []*conn
 	ctl     net.Listener // nil without a control socket
@@ -58,12 +59,17 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Daemon, error) 
 		d.ms = ms
 	}
 	if cfg.Has(config.RoleMapResolver) {
-		if d.ms == nil {
-			// Until DDT, the resolver answers from a local map-server.
-			return nil, errors.New("map-resolver: needs the map-server role in the same lispd")
+		mr, err := d.newResolver(cfg, log)
+		if err != nil {
+			return nil, err
 		}
-		d.mr = resolver.New(cfg.MapResolver, d.ms, log)
+		d.mr = mr
 	}
+	authority, err := d.newAuthority(cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	d.ddt = authority
 	if path := cfg.Control.Socket; path != "" {
 		ln, err := ctlsock.Listen(path, "lispd")
 		if err != nil {
@@ -128,6 +134,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	if d.ms != nil {
 		wg.Go(func() { d.tickMapServer(ctx) })
+	}
+	if d.mr != nil {
+		wg.Go(func() { d.mr.Run(ctx) }) // DDT retries; returns at once without DDT
 	}
 	if d.ctl != nil {
 		wg.Go(func() { d.serveControl(ctx) })

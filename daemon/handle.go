@@ -27,10 +27,18 @@ func (d *Daemon) handle(w *worker, pkt []byte, from netip.AddrPort) {
 		d.ms.HandleRegister(pkt, from, &w.out)
 	case t == lisp.TypeMapNotifyAck && d.ms != nil:
 		d.ms.HandleNotifyAck(pkt, from)
-	case t == lisp.TypeECM && (d.mr != nil || d.tun != nil):
+	case t == lisp.TypeECM && (d.mr != nil || d.tun != nil || d.ddt != nil):
 		if err := w.ecm.DecodeFromBytes(pkt); err != nil {
 			d.counter.malformed.Add(1)
 			d.log.Debug("malformed ECM", "from", from, "error", err)
+			return
+		}
+		if w.ecm.DDT && !w.ecm.ToETR {
+			d.handleDDT(w, pkt, from)
+			return
+		}
+		if d.mr == nil && d.tun == nil {
+			d.counter.unexpected[t].Add(1)
 			return
 		}
 		if d.tun == nil || (d.mr != nil && !w.ecm.ToETR) {
@@ -65,11 +73,24 @@ func (d *Daemon) handle(w *worker, pkt []byte, from netip.AddrPort) {
 			return
 		}
 		d.tun.cache.HandleReply(&w.reply, from)
+	case t == lisp.TypeMapReferral && d.mr != nil && d.mr.HasDDT():
+		d.mr.HandleReferral(pkt, from, &w.out) // counts the malformed ones
 	case t == lisp.TypeMapNotify && d.tun != nil:
 		d.tun.xtr.HandleNotify(pkt, from, &w.out) // counts the malformed ones
 	default:
 		d.counter.unexpected[t].Add(1)
 	}
+}
+
+// handleDDT answers a DDT Map-Request (an ECM with the D bit) as DDT
+// node or DDT map-server. A lispd that is neither does not take it: a
+// map-resolver resolving it as an ITR's request could loop with another.
+func (d *Daemon) handleDDT(w *worker, pkt []byte, from netip.AddrPort) {
+	if d.ddt == nil {
+		d.counter.unexpected[lisp.TypeECM].Add(1)
+		return
+	}
+	d.ddt.HandleECM(pkt, &w.ecm, from, &w.out)
 }
 
 type counters struct {

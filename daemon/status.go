@@ -22,13 +22,18 @@ type Status struct {
 	Listen    []string          `json:"listen"`
 	Counters  Counters          `json:"counters"`
 	MapServer *mapserver.Status `json:"map_server,omitempty"`
+	// DDTNode is the ddt-node role's delegations, DDTResolver the
+	// map-resolver's DDT resolution (root, referral cache).
+	DDTNode     []DelegationStatus  `json:"ddt_node,omitempty"`
+	DDTResolver *resolver.DDTStatus `json:"ddt_resolver,omitempty"`
 	// The tunnel roles: the xtr's mappings and registrations, the
 	// map-cache, this router's row of the RTT matrix (every locator it
 	// probes) and what the data plane says.
-	XTR       *xtr.Status      `json:"xtr,omitempty"`
-	MapCache  []mapcache.Entry `json:"map_cache,omitempty"`
-	Probes    []probe.Locator  `json:"probes,omitempty"`
-	Dataplane *DataplaneStatus `json:"dataplane,omitempty"`
+	XTR          *xtr.Status              `json:"xtr,omitempty"`
+	MapResolvers []mapcache.ResolverState `json:"map_resolvers,omitempty"`
+	MapCache     []mapcache.Entry         `json:"map_cache,omitempty"`
+	Probes       []probe.Locator          `json:"probes,omitempty"`
+	Dataplane    *DataplaneStatus         `json:"dataplane,omitempty"`
 }
 
 // Counters are the daemon's counters, by name: the control socket and
@@ -66,6 +71,11 @@ type Counters struct {
 	ReplyNegatives uint64            `json:"reply_negatives"`
 	Forwarded      uint64            `json:"forwarded"`
 	Dropped        map[string]uint64 `json:"dropped,omitempty"`
+
+	// DDT counts the DDT Map-Requests answered as DDT node or map-server,
+	// DDTResolver the map-resolver's resolution through the DDT.
+	DDT         *DDTCounters         `json:"ddt,omitempty"`
+	DDTResolver *DDTResolverCounters `json:"ddt_resolver,omitempty"`
 
 	// HeapInUse is the Go heap in use, for memory per registration.
 	HeapInUse uint64 `json:"heap_in_use"`
@@ -114,6 +124,7 @@ func (d *Daemon) Counters() Counters {
 			c.Dropped[r.String()] = mr.Dropped[r]
 		}
 	}
+	d.ddtCounters(&c)
 	var mem runtime.MemStats
 	runtime.ReadMemStats(&mem)
 	c.HeapInUse = mem.HeapInuse
@@ -136,11 +147,13 @@ func (d *Daemon) Status() Status {
 		ms := d.ms.Status()
 		st.MapServer = &ms
 	}
+	d.ddtStatus(&st)
 	if d.tun != nil {
 		if d.cfg.Has(config.RoleXTR) {
 			x := d.tun.xtr.Status()
 			st.XTR = &x
 		}
+		st.MapResolvers = d.tun.cache.Resolvers()
 		st.MapCache = d.tun.cache.Snapshot()
 		if d.tun.prober != nil {
 			st.Probes = d.tun.prober.Matrix()

@@ -32,22 +32,26 @@ var yamlBlock = regexp.MustCompile("(?s)```yaml\n(.*?)```")
 
 // docTopology writes the example of docs/lab.md, renamed to name (this
 // run's prefix keeps parallel runs apart), to a file.
-func docTopology(t *testing.T, name string) string {
+func docTopology(t *testing.T, name string) string { return docTopologyOf(t, "../docs/lab.md", name) }
+
+// docTopologyOf writes the first topology of a doc, renamed to name.
+func docTopologyOf(t *testing.T, doc, name string) string {
 	t.Helper()
-	text, err := os.ReadFile("../docs/lab.md")
+	text, err := os.ReadFile(doc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, m := range yamlBlock.FindAllStringSubmatch(string(text), -1) {
 		if strings.Contains(m[1], "nodes:") {
 			path := filepath.Join(t.TempDir(), "lab.yaml")
-			if err := os.WriteFile(path, []byte(strings.Replace(m[1], "name: demo", "name: "+name, 1)), 0o600); err != nil {
+			renamed := regexp.MustCompile(`(?m)^name: \S+`).ReplaceAllString(m[1], "name: "+name)
+			if err := os.WriteFile(path, []byte(renamed), 0o600); err != nil {
 				t.Fatal(err)
 			}
 			return path
 		}
 	}
-	t.Fatal("no topology in docs/lab.md")
+	t.Fatalf("no topology in %s", doc)
 	return ""
 }
 
@@ -71,6 +75,26 @@ func labGone(t *testing.T, st *State, opts Options) {
 	}
 }
 
+// upLab builds the lab of the topology file at path, taken down when the
+// test ends, with the test's binaries; progress, if not nil, gets Up's.
+func upLab(t *testing.T, name, path string, progress *bytes.Buffer) (*State, Options, *topo.Topology) {
+	t.Helper()
+	if progress == nil {
+		progress = &bytes.Buffer{}
+	}
+	opts := Options{Dir: t.TempDir(), Bin: bin, Progress: progress}
+	top, err := topo.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cleanupLab(t, name, opts)
+	st, err := Up(context.Background(), top, path, opts)
+	if err != nil {
+		t.Fatalf("up: %v\nprogress:\n%s", err, progress.String())
+	}
+	return st, opts, top
+}
+
 // cleanupLab takes the lab down at the end of the test whatever happened.
 func cleanupLab(t *testing.T, name string, opts Options) {
 	t.Cleanup(func() {
@@ -87,17 +111,7 @@ func TestUpDown(t *testing.T) {
 	testenv.RequireRoot(t)
 	name := testenv.Prefix + "-doc"
 	var progress bytes.Buffer
-	opts := Options{Dir: t.TempDir(), Bin: bin, Progress: &progress}
-	path := docTopology(t, name)
-	top, err := topo.Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cleanupLab(t, name, opts)
-	st, err := Up(context.Background(), top, path, opts)
-	if err != nil {
-		t.Fatalf("up: %v\nprogress:\n%s", err, progress.String())
-	}
+	st, opts, _ := upLab(t, name, docTopology(t, name), &progress)
 	if !strings.Contains(progress.String(), "lab "+name+" is up") {
 		t.Errorf("progress does not say the lab is up:\n%s", progress.String())
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
@@ -16,6 +17,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/amptcp/amptcp/daemon"
+	"github.com/amptcp/amptcp/deploy"
 	"github.com/amptcp/amptcp/internal/buildinfo"
 	"github.com/amptcp/amptcp/internal/netns"
 	"github.com/amptcp/amptcp/lab/topo"
@@ -153,10 +155,31 @@ func (b *builder) node(n topo.NodePlan) error {
 	if n.Forwarding {
 		sysctls = append(sysctls, [2]string{"net.ipv4.ip_forward", "1"})
 	}
+	// What deploy/ sets on real hosts and routers, on top.
+	switch n.Role {
+	case topo.RoleHost:
+		more, err := deploy.Sysctls(deploy.HostSysctls)
+		if err != nil {
+			return err
+		}
+		sysctls = append(sysctls, more...)
+	case topo.RoleXTR, topo.RoleRTR:
+		more, err := deploy.Sysctls(deploy.RouterSysctls)
+		if err != nil {
+			return err
+		}
+		sysctls = append(sysctls, more...)
+	}
 	err = ns.Do(func() error {
 		for _, kv := range sysctls {
 			path := filepath.Join("/proc/sys", strings.ReplaceAll(kv[0], ".", "/"))
-			if err := os.WriteFile(path, []byte(kv[1]), 0o644); err != nil {
+			err := os.WriteFile(path, []byte(kv[1]), 0o644)
+			// A kernel without IPv6 has no IPv6 settings; sysctl --system
+			// passes over them on a real host too.
+			if errors.Is(err, fs.ErrNotExist) && strings.HasPrefix(kv[0], "net.ipv6.") {
+				continue
+			}
+			if err != nil {
 				return fmt.Errorf("set %s: %w", kv[0], err)
 			}
 		}
@@ -226,7 +249,9 @@ func addRoutes(n topo.NodePlan) error {
 }
 
 // startDaemons writes the configurations and starts lispd on every LISP
-// node and `amptcp pm` on every host with a pm block.
+// node and `amptcp pm` on every host with a pm block, each with the
+// command lines of its systemd unit in deploy/ (ExecStartPre, then
+// ExecStart), the node's directory standing for /etc/amptcp.
 func (b *builder) startDaemons() error {
 	lispd, amptcp, err := binaries(b.opts.Bin)
 	for _, n := range b.plan.Nodes {
@@ -234,11 +259,8 @@ func (b *builder) startDaemons() error {
 			if err != nil {
 				return err
 			}
-			path := b.plan.LispdConfigPath(n.Name)
-			if err := writeConfig(path, n.LispdYAML); err != nil {
-				return err
-			}
-			if err := b.start(n, "lispd", n.LispdSocket, lispd, "-config", path); err != nil {
+			host := deploy.Host{Bin: filepath.Dir(lispd), Config: b.plan.EtcDir(n.Name)}
+			if err := b.startUnit(n, "lispd", n.LispdSocket, deploy.UnitFor(n.Lispd.Roles), n.LispdInstance, host, n.LispdYAML); err != nil {
 				return err
 			}
 		}
@@ -246,16 +268,48 @@ func (b *builder) startDaemons() error {
 			if err != nil {
 				return err
 			}
-			path := b.plan.PMConfigPath(n.Name)
-			if err := writeConfig(path, n.PMYAML); err != nil {
-				return err
-			}
-			if err := b.start(n, "pm", n.PMSocket, amptcp, "pm", "-config", path); err != nil {
+			host := deploy.Host{Bin: filepath.Dir(amptcp), Config: b.plan.EtcDir(n.Name)}
+			if err := b.startUnit(n, "pm", n.PMSocket, deploy.PMUnit, "", host, n.PMYAML); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// startUnit writes a daemon's configuration where its unit reads it on
+// host, runs the unit's ExecStartPre commands in the node's namespace,
+// and starts its ExecStart.
+func (b *builder) startUnit(n topo.NodePlan, daemonName, socket, unitName, instance string, host deploy.Host,
+	gen func() ([]byte, error)) error {
+	unit, err := deploy.LoadUnit(unitName)
+	if err != nil {
+		return err
+	}
+	path, err := unit.ConfigPath(host, instance)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	if err := writeConfig(path, gen); err != nil {
+		return err
+	}
+	for _, pre := range unit.ExecStartPre {
+		argv := host.Command(pre, instance)
+		cmd := exec.Command(argv[0], argv[1:]...)
+		var out []byte
+		err := (&netns.NS{Name: n.Namespace}).Do(func() (err error) {
+			out, err = cmd.CombinedOutput()
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("%s: %s: %w\n%s", daemonName, strings.Join(argv, " "), err, out)
+		}
+	}
+	argv := host.Command(unit.ExecStart, instance)
+	return b.start(n, daemonName, socket, argv[0], argv[1:]...)
 }
 
 func writeConfig(path string, gen func() ([]byte, error)) error {

@@ -27,6 +27,20 @@ type (
 		Ignored   int          `json:"ignored"`
 		Malformed int          `json:"malformed"`
 		Records   []jsonRecord `json:"records"`
+		Referrals []jsonHop    `json:"referrals,omitempty"` // a trace's, from the root down
+	}
+	jsonHop struct {
+		Node          string   `json:"node"`
+		RTTMs         float64  `json:"rtt_ms"`
+		Tries         int      `json:"tries"`
+		Action        string   `json:"action"`
+		EID           string   `json:"eid"`
+		IID           *uint32  `json:"iid"`
+		MaskLen       uint8    `json:"mask_len"`
+		TTLMinutes    uint32   `json:"ttl_minutes"`
+		Authoritative bool     `json:"authoritative"`
+		Incomplete    bool     `json:"incomplete"`
+		Referrals     []string `json:"referrals"`
 	}
 	jsonRecord struct {
 		EID           string        `json:"eid"`
@@ -39,18 +53,18 @@ type (
 		Locators      []jsonLocator `json:"locators"`
 	}
 	jsonLocator struct {
-		Address   string    `json:"address"`
-		AFI       lisp.AFI  `json:"afi"`
-		Priority  uint8     `json:"priority"`
-		Weight    uint8     `json:"weight"`
-		MPriority uint8     `json:"m_priority"`
-		MWeight   uint8     `json:"m_weight"`
-		Local     bool      `json:"local"`
-		Probed    bool      `json:"probed"`
-		Reachable bool      `json:"reachable"`
-		ELP       []jsonHop `json:"elp,omitempty"`
+		Address   string       `json:"address"`
+		AFI       lisp.AFI     `json:"afi"`
+		Priority  uint8        `json:"priority"`
+		Weight    uint8        `json:"weight"`
+		MPriority uint8        `json:"m_priority"`
+		MWeight   uint8        `json:"m_weight"`
+		Local     bool         `json:"local"`
+		Probed    bool         `json:"probed"`
+		Reachable bool         `json:"reachable"`
+		ELP       []jsonELPHop `json:"elp,omitempty"`
 	}
-	jsonHop struct {
+	jsonELPHop struct {
 		Address   string `json:"address"`
 		Lookup    bool   `json:"lookup"`
 		RLOCProbe bool   `json:"rloc_probe"`
@@ -72,7 +86,8 @@ type (
 func WriteJSON(w io.Writer, r *Result, err error) error {
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false) // keep "->" in ELP strings readable
-	if err == nil && (r == nil || r.Reply == nil) {
+	// A trace that ended at a negative referral answered without a reply.
+	if err == nil && (r == nil || (r.Reply == nil && len(r.Hops) == 0)) {
 		err = ErrNoReply
 	}
 	if err != nil {
@@ -92,10 +107,15 @@ func WriteJSON(w io.Writer, r *Result, err error) error {
 		Nonce: fmt.Sprintf("%#016x", r.Nonce), Tries: r.Tries,
 		RTTMs:   float64(r.RTT) / float64(time.Millisecond),
 		Replier: r.Replier.String(), Ignored: r.Ignored, Malformed: r.Malformed,
-		Records: make([]jsonRecord, 0, len(r.Reply.Records)),
+		Records: []jsonRecord{},
 	}
-	for _, rec := range r.Reply.Records {
-		out.Records = append(out.Records, recordJSON(rec))
+	if r.Reply != nil {
+		for _, rec := range r.Reply.Records {
+			out.Records = append(out.Records, recordJSON(rec))
+		}
+	}
+	for _, h := range r.Hops {
+		out.Referrals = append(out.Referrals, hopJSON(h))
 	}
 	return enc.Encode(out)
 }
@@ -114,12 +134,24 @@ func recordJSON(rec lisp.MapRecord) jsonRecord {
 			Local: l.Local, Probed: l.Probed, Reachable: l.Reachable,
 		}
 		if _, elp := splitLocator(l.Address); elp != nil {
-			loc.ELP = make([]jsonHop, len(elp.Hops))
+			loc.ELP = make([]jsonELPHop, len(elp.Hops))
 			for i, h := range elp.Hops {
-				loc.ELP[i] = jsonHop{Address: h.Address.String(), Lookup: h.Lookup, RLOCProbe: h.RLOCProbe, Strict: h.Strict}
+				loc.ELP[i] = jsonELPHop{Address: h.Address.String(), Lookup: h.Lookup, RLOCProbe: h.RLOCProbe, Strict: h.Strict}
 			}
 		}
 		out.Locators = append(out.Locators, loc)
+	}
+	return out
+}
+
+func hopJSON(h Hop) jsonHop {
+	rec := h.Referral
+	eid, iid := splitEID(rec.EID)
+	out := jsonHop{Node: h.Node.String(), RTTMs: float64(h.RTT) / float64(time.Millisecond), Tries: h.Tries,
+		Action: rec.Action.String(), EID: eid, IID: iid, MaskLen: rec.MaskLen, TTLMinutes: rec.TTL,
+		Authoritative: rec.Authoritative, Incomplete: rec.Incomplete, Referrals: []string{}}
+	for _, l := range rec.Referrals {
+		out.Referrals = append(out.Referrals, l.Address.String())
 	}
 	return out
 }

@@ -71,6 +71,8 @@ type Result struct {
 	// messages, Map-Replies with an unknown nonce), Malformed those that
 	// did not decode.
 	Ignored, Malformed int
+	// Hops are the Map-Referrals of a Trace, from the root down.
+	Hops []Hop
 }
 
 // Query sends Map-Requests for eid to opts.Resolver in ECMs, one try
@@ -83,39 +85,12 @@ type Result struct {
 // (ErrNoReply, or an error wrapping ctx.Err() when ctx ends first), so
 // that a caller can say how many tries were made and what was ignored.
 func Query(ctx context.Context, eid netip.Addr, opts Options) (*Result, error) {
-	if !eid.IsValid() {
-		return nil, errors.New("lig: no EID")
-	}
-	opts = opts.withDefaults()
-	if !opts.Resolver.Addr().IsValid() {
-		return nil, errors.New("lig: no map-resolver")
-	}
-	source := opts.Source
-	if !source.IsValid() {
-		var err error
-		if source, err = routeSource(opts.Resolver); err != nil {
-			return nil, err
-		}
-	}
-	if source.Is4() != opts.Resolver.Addr().Is4() {
-		return nil, fmt.Errorf("lig: source %s and map-resolver %s differ in address family", source, opts.Resolver.Addr())
-	}
-	conn, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(source, 0)))
+	q, done, err := startQuery(ctx, eid, opts)
 	if err != nil {
-		return nil, fmt.Errorf("lig: listen on %s: %w", source, err)
+		return nil, err
 	}
-	defer conn.Close()
-	// A read deadline in the past wakes the blocked read when ctx ends.
-	stop := context.AfterFunc(ctx, func() { conn.SetReadDeadline(time.Unix(1, 0)) })
-	defer stop()
-
-	port := conn.LocalAddr().(*net.UDPAddr).AddrPort().Port()
-	q := &query{opts: opts, conn: conn, sent: make(map[uint64]time.Time), buf: make([]byte, 64<<10)}
-	q.res = Result{
-		EID:      eidAddress(eid, opts.IID, opts.HasIID),
-		Resolver: opts.Resolver,
-		Source:   netip.AddrPortFrom(source, port),
-	}
+	defer done()
+	opts = q.opts
 	for try := 1; try <= opts.Tries; try++ {
 		if err := q.send(); err != nil {
 			return &q.res, err
@@ -190,26 +165,36 @@ func (q *query) send() error {
 // no error) or the end of ctx.
 func (q *query) receive(ctx context.Context, deadline time.Time) (done bool, err error) {
 	for {
-		q.conn.SetReadDeadline(deadline)
-		// Checked after setting the deadline: if ctx ended before, the
-		// AfterFunc's past deadline was just overwritten.
-		if err := ctx.Err(); err != nil {
-			return false, fmt.Errorf("lig: %w", err)
+		pkt, from, ok, err := q.read(ctx, deadline)
+		if err != nil || !ok {
+			return false, err
 		}
-		n, from, err := q.conn.ReadFromUDPAddrPort(q.buf)
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			if err := ctx.Err(); err != nil {
-				return false, fmt.Errorf("lig: %w", err)
-			}
-			return false, nil
-		}
-		if err != nil {
-			return false, fmt.Errorf("lig: receive: %w", err)
-		}
-		if q.accept(q.buf[:n], netip.AddrPortFrom(from.Addr().Unmap(), from.Port())) {
+		if q.accept(pkt, from) {
 			return true, nil
 		}
 	}
+}
+
+// read reads one datagram before the deadline (ok false after it) or the
+// end of ctx (an error wrapping ctx.Err()).
+func (q *query) read(ctx context.Context, deadline time.Time) (pkt []byte, from netip.AddrPort, ok bool, err error) {
+	q.conn.SetReadDeadline(deadline)
+	// Checked after setting the deadline: if ctx ended before, the
+	// AfterFunc's past deadline was just overwritten.
+	if err := ctx.Err(); err != nil {
+		return nil, from, false, fmt.Errorf("lig: %w", err)
+	}
+	n, from, err := q.conn.ReadFromUDPAddrPort(q.buf)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		if err := ctx.Err(); err != nil {
+			return nil, from, false, fmt.Errorf("lig: %w", err)
+		}
+		return nil, from, false, nil
+	}
+	if err != nil {
+		return nil, from, false, fmt.Errorf("lig: receive: %w", err)
+	}
+	return q.buf[:n], netip.AddrPortFrom(from.Addr().Unmap(), from.Port()), true, nil
 }
 
 // accept takes pkt as the answer if it is a Map-Reply to one of the

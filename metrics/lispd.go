@@ -70,6 +70,7 @@ func (l lispd) Describe(ch chan<- *prometheus.Desc) {
 		probesBad, locatorUp, locatorRTT, dpPackets} {
 		ch <- d
 	}
+	describeDDT(ch)
 }
 
 func (l lispd) Collect(ch chan<- prometheus.Metric) {
@@ -101,6 +102,7 @@ func (l lispd) Collect(ch chan<- prometheus.Metric) {
 	counter(records, c.ReplyNegatives, "negative")
 	counter(forwarded, c.Forwarded)
 	byLabel(dropped, c.Dropped)
+	collectDDT(ch, c, counter, byLabel)
 	if t := c.Tunnel; t != nil {
 		collectTunnel(ch, t, counter, byLabel)
 	}

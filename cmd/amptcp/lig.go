@@ -47,8 +47,9 @@ func runLig(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		return err
 	})
 	jsonOut := flags.Bool("json", false, "print the result as one JSON object")
+	trace := flags.Bool("trace", false, "follow the DDT referrals from RESOLVER, a DDT node (the root), and print each")
 	flags.Usage = func() {
-		fmt.Fprint(stderr, `usage: amptcp lig [-m RESOLVER] [-i IID] [-c COUNT] [-t TIMEOUT] [-s SOURCE] [-json] EID
+		fmt.Fprint(stderr, `usage: amptcp lig [-m RESOLVER] [-i IID] [-c COUNT] [-t TIMEOUT] [-s SOURCE] [-json] [-trace] EID
 
 Sends an encapsulated Map-Request for the IPv4 or IPv6 address EID to a
 map-resolver and prints the Map-Reply, from whoever answers it (the
@@ -57,6 +58,12 @@ with each Explicit Locator Path hop by hop. Each try uses a new nonce;
 replies with a nonce not sent, and malformed packets, are ignored. With
 no reply after COUNT tries it prints "*** No map-reply received ***"
 and exits with status 1. Flags may also follow EID.
+
+With -trace, RESOLVER is a LISP-DDT node (the root of the tree): lig
+sends it a DDT Map-Request and follows the Map-Referrals down the tree,
+COUNT tries at each level across the RLOCs of a referral set, printing
+each referral, then the Map-Reply after the map-server's MS-ACK, or what
+a negative referral says. Status 1 when a level gives no referral.
 `)
 		flags.PrintDefaults()
 	}
@@ -92,6 +99,9 @@ and exits with status 1. Flags may also follow EID.
 		fmt.Fprintf(stderr, "amptcp lig: map-resolver %s: %v\n", *resolver, err)
 		return 1
 	}
+	if *trace { // the trace prints each request with its answer
+		return printTrace(ctx, eid, opts, *jsonOut, stdout, stderr)
+	}
 	if !*jsonOut {
 		opts.Logf = func(format string, args ...any) { fmt.Fprintf(stdout, format+"\n", args...) }
 	}
@@ -108,6 +118,36 @@ and exits with status 1. Flags may also follow EID.
 		fmt.Fprintf(stderr, "amptcp %v\n", err) // the error says "lig: "
 	default:
 		err = lig.WriteText(stdout, res)
+	}
+	if err != nil {
+		return 1
+	}
+	return 0
+}
+
+// printTrace runs `lig -trace` and prints the referral chain.
+func printTrace(ctx context.Context, eid netip.Addr, opts lig.Options, jsonOut bool, stdout, stderr io.Writer) int {
+	res, err := lig.Trace(ctx, eid, opts)
+	switch {
+	case jsonOut:
+		if werr := lig.WriteJSON(stdout, res, err); werr != nil {
+			fmt.Fprintf(stderr, "amptcp lig: %v\n", werr)
+			return 1
+		}
+	case errors.Is(err, lig.ErrNoReferral) && (res == nil || len(res.Hops) == 0):
+		fmt.Fprintln(stdout, lig.NoReferralText)
+	case errors.Is(err, lig.ErrNoReferral), errors.Is(err, lig.ErrNoReply):
+		lig.WriteTraceText(stdout, res) // the hops so far; it says what is missing
+		if errors.Is(err, lig.ErrNoReferral) {
+			fmt.Fprintln(stdout, lig.NoReferralText)
+		}
+	case err != nil:
+		if res != nil && len(res.Hops) > 0 {
+			lig.WriteTraceText(stdout, res)
+		}
+		fmt.Fprintf(stderr, "amptcp %v\n", err) // the error says "lig: "
+	default:
+		err = lig.WriteTraceText(stdout, res)
 	}
 	if err != nil {
 		return 1

@@ -251,3 +251,25 @@ func TestLigBadArguments(t *testing.T) {
 		t.Errorf("lig -h = %d, %q", code, errOut)
 	}
 }
+
+// lig -trace sends DDT Map-Requests (the D bit) and says when the node
+// it starts at gives no Map-Referral.
+func TestLigTraceNoReferral(t *testing.T) {
+	node := ligtest.NewResolver(t, func(*ligtest.Request) [][]byte { return nil })
+	code, out, _ := runCmd("", "lig", "-trace", "-m", node.Addr.String(), "-c", "2", "-t", "100ms", "10.2.0.1")
+	if code != 1 || !strings.Contains(out, "*** No map-referral received ***") {
+		t.Errorf("lig -trace = %d:\n%s", code, out)
+	}
+	reqs := node.Requests()
+	if len(reqs) != 2 || !reqs[0].ECM.DDT || reqs[0].MapRequest.Nonce != reqs[1].MapRequest.Nonce {
+		t.Errorf("%d requests; want 2 DDT Map-Requests with the trace's one nonce", len(reqs))
+	}
+	code, out, _ = runCmd("", "lig", "-trace", "-json", "-m", node.Addr.String(), "-c", "1", "-t", "50ms", "10.2.0.1")
+	var res struct {
+		Error string `json:"error"`
+		Tries int    `json:"tries"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil || code != 1 || res.Error != "lig: no map-referral received" || res.Tries != 1 {
+		t.Errorf("lig -trace -json = %d, %+v (%v):\n%s", code, res, err, out)
+	}
+}

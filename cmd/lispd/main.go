@@ -1,5 +1,5 @@
-// Command lispd is the LISP daemon: the map-server, map-resolver, xtr and
-// rtr roles, chosen by its configuration file.
+// Command lispd is the LISP daemon: the map-server, map-resolver,
+// ddt-node, xtr and rtr roles, chosen by its configuration file.
 //
 //	lispd [-config FILE] [-check]   run, or only validate the configuration
 //	lispd [-config FILE] -check-kernel   check the kernel for its roles
@@ -48,11 +48,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
        lispd -version
 
 lispd runs the LISP roles its configuration names: map-server and
-map-resolver (docs/mapping.md), xtr and rtr (docs/routers.md). It
-answers on UDP 4342 and serves its status on a control socket (lispd
-status). -check-kernel says whether this kernel offers what the roles
-need: BPF and TCX for xtr and rtr, nothing special for the others
-(amptcp doctor checks all of amptcp's needs).
+map-resolver (docs/mapping.md), ddt-node (docs/ddt.md), xtr and rtr
+(docs/routers.md). It answers on UDP 4342 and serves its status on a
+control socket (lispd status). -check-kernel says whether this kernel
+offers what the roles need: BPF and TCX for xtr and rtr, nothing special
+for the others (amptcp doctor checks all of amptcp's needs).
 
 `)
 		flags.PrintDefaults()

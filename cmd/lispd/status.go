@@ -15,7 +15,8 @@ import (
 )
 
 // runStatus shows what a running lispd holds: its sites, the prefixes
-// registered with their RLOCs and ELPs, who registered them and when; for
+// registered with their RLOCs and ELPs, who registered them and when; its
+// DDT delegations and referral cache; for
 // the tunnel roles its own mappings and registrations, its map-cache, the
 // locators it probes and its data plane; and its counters.
 func runStatus(args []string, stdout, stderr io.Writer) int {
@@ -92,6 +93,7 @@ func writeStatus(w io.Writer, st *daemon.Status, now time.Time) {
 			}
 		}
 	}
+	writeDDTStatus(w, st, now)
 	writeTunnelStatus(w, st, now)
 	c := st.Counters
 	fmt.Fprintf(w, "\ncounters: received %s; malformed %d, sent %d\n", joinCounts(c.Received), c.Malformed, c.Sent)
@@ -105,6 +107,7 @@ func writeStatus(w io.Writer, st *daemon.Status, now time.Time) {
 		fmt.Fprintf(w, "  map-requests %d: replies %d (%d mappings, %d negative), forwarded %d, dropped %s\n",
 			c.MapRequests, c.MapReplies, c.ReplyMappings, c.ReplyNegatives, c.Forwarded, joinCounts(c.Dropped))
 	}
+	writeDDTCounters(w, c)
 	if t := c.Tunnel; t != nil {
 		fmt.Fprintf(w, "  xtr: map-registers %d, map-notifies %s, failures %d; map-requests received %s; smrs sent %d\n",
 			t.MapRegisters, joinCounts(t.MapNotifies), t.RegisterFailures, joinCounts(t.RequestsAnswered), t.SMRsSent)

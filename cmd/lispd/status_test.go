@@ -24,6 +24,8 @@ func TestTunnelStatusText(t *testing.T) {
 			MapServers: []xtr.MapServerStatus{{Address: "192.0.2.9:4342", State: "registered", Registers: 3, Notifies: 3,
 				LastNotify: now.Add(-20 * time.Second)}},
 		},
+		MapResolvers: []mapcache.ResolverState{{Address: "192.0.2.9:4342"},
+			{Address: "192.0.2.10:4342", Down: true, DownSince: now.Add(-5 * time.Second)}},
 		MapCache: []mapcache.Entry{
 			{EIDPrefix: "10.1.0.0/16", Action: "natively-forward", Local: true},
 			{InstanceID: 7, EIDPrefix: "10.64.1.0/24", Action: "encapsulate", Source: "192.0.2.9:4342", TTLLeft: 3600,
@@ -47,6 +49,7 @@ func TestTunnelStatusText(t *testing.T) {
 	out := b.String()
 	for _, want := range []string{
 		"xtr: 1 mappings, 2 ITRs asked lately",
+		"map-resolvers (asked in this order, those down last): 192.0.2.9:4342 up, 192.0.2.10:4342 down for 5s",
 		"    locator elp{198.51.100.1(P) -> 192.0.2.1}  down  priority/weight 1/50",
 		"  map-server 192.0.2.9:4342  registered (forward to this ETR), 3 Map-Registers, 3 Map-Notifies, 0 failures, last Map-Notify 20s ago",
 		"  10.1.0.0/16  natively-forward (this site)",

@@ -43,6 +43,17 @@ func writeTunnelStatus(w io.Writer, st *daemon.Status, now time.Time) {
 			fmt.Fprintln(w)
 		}
 	}
+	if len(st.MapResolvers) > 0 {
+		var rs []string
+		for _, r := range st.MapResolvers {
+			state := "up"
+			if r.Down {
+				state = fmt.Sprintf("down for %s", now.Sub(r.DownSince).Round(time.Second))
+			}
+			rs = append(rs, r.Address+" "+state)
+		}
+		fmt.Fprintf(w, "\nmap-resolvers (asked in this order, those down last): %s\n", strings.Join(rs, ", "))
+	}
 	if st.MapCache != nil {
 		fmt.Fprintf(w, "\nmap-cache: %d entries\n", len(st.MapCache))
 		for _, e := range st.MapCache {

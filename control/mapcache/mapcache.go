@@ -75,7 +75,7 @@ type Cache struct {
 	pending   map[mapping.EID]*request
 	nonces    map[uint64]*request
 	smrDue    map[mapping.EID]bool // entries an SMR asked to refresh within smrInterval
-	preferred int                  // the map-resolver that answered last, asked first
+	downSince []time.Time          // per map-resolver: when it last let a try time out
 	counter   counters
 }
 
@@ -121,6 +121,7 @@ func New(cfg *config.MapCache, opts Options) (*Cache, error) {
 	if len(c.resolvers) == 0 {
 		return nil, errors.New("map-cache: no map-resolver")
 	}
+	c.downSince = make([]time.Time, len(c.resolvers))
 	return c, nil
 }
 
@@ -166,6 +167,7 @@ func (c *Cache) Tick() {
 		if now.Before(r.deadline) {
 			continue
 		}
+		c.resolverFailed(r.tries[len(r.tries)-1].resolver, now)
 		if len(r.tries) >= c.tries {
 			c.finish(r)
 			c.counter.failed.Add(1)

@@ -171,7 +171,7 @@ func TestZeroTTLNotCached(t *testing.T) {
 
 // A request without an answer is tried again, at the next map-resolver,
 // with a new nonce; a late answer to an earlier try is still taken; the
-// resolver that answered is asked first next time.
+// resolver that did not answer is asked after the other next time.
 func TestRetriesRotateResolvers(t *testing.T) {
 	h := newHarness(t, "map-cache: {map-resolvers: [192.0.2.100, \"2001:db8::100\"], request-timeout: 1s, request-retries: 2}\n")
 	h.c.Miss(dataplane.Miss{EID: netip.MustParseAddr("10.1.2.3")})
@@ -195,7 +195,7 @@ func TestRetriesRotateResolvers(t *testing.T) {
 	}
 	h.c.Miss(dataplane.Miss{EID: netip.MustParseAddr("10.2.0.1")})
 	if dst, _, _ := h.request(t); dst != resolverB {
-		t.Errorf("next request to %s, want the resolver that answered, %s", dst, resolverB)
+		t.Errorf("next request to %s, want the resolver that answered, %s, not the one down", dst, resolverB)
 	}
 	// Unanswered: three tries in all, then given up.
 	for range 3 {
@@ -364,5 +364,48 @@ func TestPutFailure(t *testing.T) {
 		record("10.1.0.0/16", 60, locator(lisp.MustParseAddress("192.0.2.1"), 1, 1))}}, etrAddr)
 	if c := h.c.Counters(); c.PutErrors != 1 || c.Records[PutFailed] != 1 || c.Entries != 0 {
 		t.Errorf("counters %+v", c)
+	}
+}
+
+// The map-resolvers are asked in their order; one that lets a request
+// time out is asked last for the holddown, then first again, and is up
+// once it answers.
+func TestResolverHolddown(t *testing.T) {
+	h := newHarness(t, "map-cache: {map-resolvers: [192.0.2.100, \"2001:db8::100\"], request-timeout: 1s, request-retries: 2}\n")
+	ask := func(eid string) netip.AddrPort {
+		t.Helper()
+		h.c.Miss(dataplane.Miss{EID: netip.MustParseAddr(eid)})
+		dst, _, _ := h.request(t)
+		return dst
+	}
+	if dst := ask("10.1.0.1"); dst != resolverA {
+		t.Fatalf("first request to %s, want the first resolver", dst)
+	}
+	h.clk.advance(time.Second)
+	h.c.Tick()
+	if dst, _, _ := h.request(t); dst != resolverB {
+		t.Fatalf("retry to %s, want the second resolver", dst)
+	}
+	if rs := h.c.Resolvers(); !rs[0].Down || rs[1].Down || rs[0].DownSince.IsZero() {
+		t.Errorf("resolvers %+v, want the first down", rs)
+	}
+	// New requests go to the second resolver at once, for the holddown.
+	for _, eid := range []string{"10.2.0.1", "10.3.0.1"} {
+		h.clk.advance(10 * time.Second)
+		if dst := ask(eid); dst != resolverB {
+			t.Errorf("request for %s to %s during the holddown, want the second resolver", eid, dst)
+		}
+	}
+	// Then the first is asked first again; when it answers it is up.
+	h.clk.advance(ResolverHolddown)
+	h.c.Miss(dataplane.Miss{EID: netip.MustParseAddr("10.4.0.1")})
+	dst, _, req := h.request(t)
+	if dst != resolverA {
+		t.Fatalf("after the holddown, request to %s, want the first resolver again", dst)
+	}
+	h.c.HandleReply(&lisp.MapReply{Nonce: req.Nonce, Records: []lisp.MapRecord{
+		record("10.4.0.0/16", 10, locator(lisp.MustParseAddress("192.0.2.1"), 1, 1))}}, resolverA)
+	if rs := h.c.Resolvers(); rs[0].Down || rs[1].Down {
+		t.Errorf("resolvers %+v, want both up", rs)
 	}
 }

@@ -35,7 +35,7 @@ func (c *Cache) HandleReply(reply *lisp.MapReply, src netip.AddrPort) {
 	c.counter.replies.Add(1)
 	for _, t := range r.tries {
 		if t.nonce == reply.Nonce {
-			c.preferred = t.resolver
+			c.resolverAnswered(t.resolver)
 		}
 	}
 	replaced := false

@@ -77,8 +77,9 @@ func (c *Cache) request(eid mapping.EID, smr bool, now time.Time) (datagram, boo
 	return dg, ok
 }
 
-// try sends r once more, with a new nonce, to the next map-resolver in
-// turn, starting with the one that answered last.
+// try sends r once more, with a new nonce, to the map-resolver
+// pickResolver chooses: the first up in the configured order, then the
+// ones this request has not asked.
 func (c *Cache) try(r *request, now time.Time) (datagram, bool) {
 	rlocs := c.localRLOCs()
 	if len(rlocs) == 0 {
@@ -87,7 +88,7 @@ func (c *Cache) try(r *request, now time.Time) (datagram, bool) {
 		c.finish(r)
 		return datagram{}, false
 	}
-	resolver := (c.preferred + len(r.tries)) % len(c.resolvers)
+	resolver := c.pickResolver(r, now)
 	dst := c.resolvers[resolver]
 	nonce := control.Nonce()
 	b, err := encodeRequest(r, nonce, rlocs, c.port)

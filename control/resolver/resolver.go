@@ -4,10 +4,10 @@
 // to the ETR that answers for itself, or replies negatively with the
 // largest prefix around the EID that holds nothing registered.
 //
-// The database is an interface: the local map-server's registrations now.
-// A resolver that follows DDT referrals (RFC 8111) will add a database
-// that answers later, keeping the pending requests by nonce; the reply
-// paths here stay as they are.
+// The database is an interface: the local map-server's registrations. An
+// EID it knows nothing of is resolved through LISP-DDT (RFC 8111) when
+// the configuration names a root (ddt.go); without a local map-server,
+// every EID is.
 package resolver
 
 import (
@@ -29,13 +29,15 @@ type Resolver struct {
 	db              mapping.Database
 	negativeTTL     uint32 // minutes
 	unregisteredTTL uint32
-	limit           *limiter // nil: no rate limit
+	limit           *limiter     // nil: no rate limit
+	ddt             *ddtResolver // nil: no DDT
 	log             *slog.Logger
 	counter         counters
 }
 
-// New returns a map-resolver that answers from db. A nil logger discards.
-func New(cfg *config.MapResolver, db mapping.Database, log *slog.Logger) *Resolver {
+// New returns a map-resolver that answers from db (nil: none) and, with
+// cfg.DDT, through the DDT. A nil logger discards.
+func New(cfg *config.MapResolver, db mapping.Database, log *slog.Logger, opts ...Option) *Resolver {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -47,6 +49,9 @@ func New(cfg *config.MapResolver, db mapping.Database, log *slog.Logger) *Resolv
 	}
 	if rl := cfg.RateLimit; rl != nil && rl.PerSecond > 0 {
 		r.limit = newLimiter(rl.PerSecond, rl.Burst)
+	}
+	if cfg.DDT != nil {
+		r.ddt = newDDT(cfg.DDT, senderOf(opts), log.With("component", "ddt-resolver"))
 	}
 	return r
 }
@@ -87,7 +92,7 @@ func (r *Resolver) HandleECM(raw []byte, ecm *lisp.ECM, src netip.AddrPort, out 
 			r.counter.drop(UnsupportedEID)
 			continue
 		}
-		ans := r.db.Resolve(iid, eid)
+		ans := r.resolveLocal(iid, eid)
 		switch ans.Kind {
 		case mapping.Mapping:
 			reply.Records = append(reply.Records, ans.Record)
@@ -97,6 +102,17 @@ func (r *Resolver) HandleECM(raw []byte, ecm *lisp.ECM, src netip.AddrPort, out 
 				r.forward(raw, ans.ETR, out)
 				forwarded = true
 			}
+		case mapping.NotFound:
+			if r.ddt != nil && !forwarded {
+				// One DDT resolution per request: it carries the ECM.
+				forwarded = true
+				if neg, ok := r.ddt.resolve(raw, req, rec, iid, eid, replyTo, out); ok {
+					reply.Records = append(reply.Records, neg)
+					r.counter.negatives.Add(1)
+				}
+				continue
+			}
+			fallthrough
 		default:
 			reply.Records = append(reply.Records, r.negative(ans))
 			r.counter.negatives.Add(1)

@@ -44,9 +44,11 @@ type NodePlan struct {
 	// Forwarding: routers forward IP, hosts do not.
 	Forwarding bool
 	// Lispd is the configuration of the node's lispd, nil when it runs
-	// none; LispdSocket its control socket.
-	Lispd       *config.Config
-	LispdSocket string
+	// none; LispdSocket its control socket; LispdInstance the instance
+	// of its systemd unit (deploy/), which names its configuration file.
+	Lispd         *config.Config
+	LispdSocket   string
+	LispdInstance string
 	// PM is the configuration of the host's `amptcp pm`, nil when it runs
 	// none; PMSocket its control socket.
 	PM       *pm.Config
@@ -136,14 +138,9 @@ func (n *NodePlan) Interface(link string) *Interface {
 	return nil
 }
 
-// LispdConfigPath, PMConfigPath and LogPath are where Up writes a node's
-// files in the plan's directory.
-func (p *Plan) LispdConfigPath(node string) string {
-	return filepath.Join(p.Dir, node+".lispd.yaml")
-}
-
-// PMConfigPath is where the host's `amptcp pm` configuration goes.
-func (p *Plan) PMConfigPath(node string) string { return filepath.Join(p.Dir, node+".pm.yaml") }
+// EtcDir is the node's /etc/amptcp: where the command lines of the
+// deploy/ units, which the lab runs, find its configuration files.
+func (p *Plan) EtcDir(node string) string { return filepath.Join(p.Dir, node, "etc", "amptcp") }
 
 // LogPath is the log of a node's daemon ("lispd" or "pm").
 func (p *Plan) LogPath(node, daemon string) string {

@@ -34,7 +34,7 @@ func (c *compiler) rlocLinks(xtr *NodePlan) []Interface {
 			if slices.Contains(n.RLOCLinks, iface.Link) {
 				out = append(out, iface)
 			}
-		case !iface.EID && c.nodes[iface.Peer].Role != RoleMS:
+		case !iface.EID && c.nodes[iface.Peer].Role != RoleMS && c.nodes[iface.Peer].Role != RoleDDT:
 			out = append(out, iface)
 		}
 	}
@@ -113,21 +113,43 @@ func (c *compiler) elpHops(rtrs []string, xtr *NodePlan, rlocs []Interface) []co
 	return hops
 }
 
-// mapResolvers are the addresses of the ms nodes, by their first link.
-func (c *compiler) mapResolvers() []string {
+// addressesOf are the addresses of nodes of a role, by their first link.
+func (c *compiler) addressesOf(role Role) []string {
 	var out []string
 	for _, n := range c.plan.Nodes {
-		if n.Role == RoleMS && len(n.Interfaces) > 0 {
+		if n.Role == role && len(n.Interfaces) > 0 {
 			out = append(out, n.Interfaces[0].Address.Addr().String())
 		}
 	}
 	return out
 }
 
+// serves reports whether ms node ms serves site s: it is one of the
+// site's map-servers, or the site names none.
+func (c *compiler) serves(ms string, s *Site) bool {
+	return len(s.MapServers) == 0 || slices.Contains(s.MapServers, ms)
+}
+
+// mapServersOf are the addresses of the ms nodes that serve a site: its
+// xTR registers with them and asks them.
+func (c *compiler) mapServersOf(site string) []string {
+	var out []string
+	for _, n := range c.plan.Nodes {
+		if n.Role == RoleMS && len(n.Interfaces) > 0 && c.serves(n.Name, c.siteOf(site)) {
+			out = append(out, n.Interfaces[0].Address.Addr().String())
+		}
+	}
+	return out
+}
+
+// The lispd instance of each role: which configuration file of the unit
+// it runs (deploy/: lispd@ms.service reads /etc/amptcp/ms.yaml).
+var lispdInstances = map[Role]string{RoleMS: "ms", RoleDDT: "ddt", RoleXTR: "xtr", RoleRTR: "rtr"}
+
 // configs generates the configuration of every lispd and `amptcp pm`,
 // completed with their defaults and validated as they will be.
 func (c *compiler) configs() error {
-	mrs := c.mapResolvers()
+	mrs, roots := c.addressesOf(RoleMS), c.addressesOf(RoleDDT)
 	probe := config.Duration{Duration: DefaultProbeInterval}
 	if c.t.Lispd.ProbeInterval != nil {
 		probe = *c.t.Lispd.ProbeInterval
@@ -138,13 +160,9 @@ func (c *compiler) configs() error {
 		var cfg *config.Config
 		switch n.Role {
 		case RoleMS:
-			cfg = &config.Config{Roles: []config.Role{config.RoleMapServer, config.RoleMapResolver},
-				MapServer: &config.MapServer{}}
-			for _, s := range c.plan.Sites {
-				cfg.MapServer.Sites = append(cfg.MapServer.Sites, config.Site{Name: s.Name,
-					Keys:        []config.Key{{ID: keyID, Secret: s.Key}},
-					EIDPrefixes: []config.EIDPrefix{{Prefix: s.EIDPrefix.String(), InstanceID: c.t.InstanceID}}})
-			}
+			cfg = c.msConfig(n, roots)
+		case RoleDDT:
+			cfg = c.ddtConfig()
 		case RoleXTR:
 			s := c.sites[n.Site]
 			node := c.nodes[n.Name]
@@ -166,11 +184,12 @@ func (c *compiler) configs() error {
 			}
 			x := &config.XTR{DatabaseMappings: []config.DatabaseMapping{{EIDPrefix: s.EIDPrefix.String(),
 				TTL: config.Duration{Duration: recordTTL}, Locators: s.Locators}}}
-			for _, mr := range mrs {
-				x.MapServers = append(x.MapServers, config.MapServerRef{Address: mr, KeyID: keyID, Secret: s.Key, ProxyReply: true})
+			siteMS := c.mapServersOf(n.Site)
+			for _, ms := range siteMS {
+				x.MapServers = append(x.MapServers, config.MapServerRef{Address: ms, KeyID: keyID, Secret: s.Key, ProxyReply: true})
 			}
 			cfg = &config.Config{Roles: []config.Role{config.RoleXTR}, Dataplane: dp, XTR: x,
-				MapCache: &config.MapCache{MapResolvers: mrs, ProbeInterval: &probe}}
+				MapCache: &config.MapCache{MapResolvers: siteMS, ProbeInterval: &probe}}
 		case RoleRTR:
 			dp := &config.Dataplane{}
 			for _, iface := range n.Interfaces {
@@ -188,6 +207,7 @@ func (c *compiler) configs() error {
 		if cfg == nil {
 			continue
 		}
+		n.LispdInstance = lispdInstances[n.Role]
 		n.LispdSocket = filepath.Join(c.plan.Dir, n.Name+".lispd.sock")
 		cfg.Listen = []string{"0.0.0.0"}
 		cfg.Control.Socket = n.LispdSocket
@@ -199,6 +219,44 @@ func (c *compiler) configs() error {
 		n.Lispd = cfg
 	}
 	return nil
+}
+
+// msConfig is an ms node's: the map-server of the sites it serves, and
+// their map-resolver, which resolves the other sites through the
+// ddt-nodes (roots) when the lab has some.
+func (c *compiler) msConfig(n *NodePlan, roots []string) *config.Config {
+	cfg := &config.Config{Roles: []config.Role{config.RoleMapServer, config.RoleMapResolver},
+		MapServer: &config.MapServer{}}
+	for _, s := range c.plan.Sites {
+		if !c.serves(n.Name, c.siteOf(s.Name)) {
+			continue
+		}
+		cfg.MapServer.Sites = append(cfg.MapServer.Sites, config.Site{Name: s.Name,
+			Keys:        []config.Key{{ID: keyID, Secret: s.Key}},
+			EIDPrefixes: []config.EIDPrefix{{Prefix: s.EIDPrefix.String(), InstanceID: c.t.InstanceID}}})
+	}
+	if len(roots) > 0 {
+		ddt := &config.ResolverDDT{}
+		for _, r := range roots {
+			ddt.Root = append(ddt.Root, config.Referral{Address: r})
+		}
+		cfg.MapResolver = &config.MapResolver{DDT: ddt}
+	}
+	return cfg
+}
+
+// ddtConfig is a ddt-node's: authoritative for the overlay's whole IPv4
+// space, it refers each site's prefix to the ms nodes that serve it.
+func (c *compiler) ddtConfig() *config.Config {
+	node := &config.DDTNode{AuthoritativePrefixes: []config.ExtendedPrefix{{Prefix: "0.0.0.0/0", InstanceID: c.t.InstanceID}}}
+	for _, s := range c.plan.Sites {
+		d := config.Delegation{Prefix: s.EIDPrefix.String(), InstanceID: c.t.InstanceID, Type: config.DelegateMapServer}
+		for _, ms := range c.mapServersOf(s.Name) {
+			d.Referrals = append(d.Referrals, config.Referral{Address: ms})
+		}
+		node.Delegations = append(node.Delegations, d)
+	}
+	return &config.Config{Roles: []config.Role{config.RoleDDTNode}, DDTNode: node}
 }
 
 // pmConfig completes a host's pm block with what the lab knows.
@@ -215,7 +273,9 @@ func (c *compiler) pmConfig(n *NodePlan, mrs []string) error {
 		if cfg.AMPTCP != nil {
 			a = *cfg.AMPTCP
 		}
-		if a.MapResolver == "" && len(mrs) > 0 {
+		if ms := c.mapServersOf(n.Site); a.MapResolver == "" && len(ms) > 0 {
+			a.MapResolver = ms[0] // one that serves the host's site
+		} else if a.MapResolver == "" && len(mrs) > 0 {
 			a.MapResolver = mrs[0]
 		}
 		if s := c.sites[n.Site]; a.XTR == "" && s != nil {

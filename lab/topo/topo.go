@@ -55,12 +55,16 @@ const (
 	RoleRTR Role = "rtr"
 	// RoleMS is a map-server and map-resolver (lispd).
 	RoleMS Role = "ms"
+	// RoleDDT is a root node of the Delegated Database Tree (lispd,
+	// ddt-node role): it refers each site's prefix to the ms nodes that
+	// serve it, and the ms nodes resolve the others' sites through it.
+	RoleDDT Role = "ddt-node"
 	// RoleRouter forwards IP and runs nothing.
 	RoleRouter Role = "router"
 )
 
 // Roles are all the roles, in the order they are documented.
-var Roles = []Role{RoleHost, RoleXTR, RoleRTR, RoleMS, RoleRouter}
+var Roles = []Role{RoleHost, RoleXTR, RoleRTR, RoleMS, RoleDDT, RoleRouter}
 
 // Node is a namespace of the lab.
 type Node struct {
@@ -103,6 +107,10 @@ type Site struct {
 	// RLOCs: each a list of RTR node names, the path ends at the site's
 	// RLOC nearest the last RTR.
 	ELPs [][]string `yaml:"elps"`
+	// MapServers are the ms nodes that serve the site: its xTR registers
+	// with them and asks them. Every ms when left out; fewer need a
+	// ddt-node, through which the other ms nodes find the site.
+	MapServers []string `yaml:"map-servers"`
 }
 
 // Link joins two nodes. Without emulation settings it is a veth pair;

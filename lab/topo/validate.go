@@ -176,6 +176,11 @@ func (t *Topology) validateSites(ck *checker, nodes map[string]*Node) map[string
 		if len(s.ELPs) > config.MaxPaths {
 			ck.add(path+".elps", "%d ELPs: a mapping has at most %d locators", len(s.ELPs), config.MaxPaths)
 		}
+		for j, ms := range s.MapServers {
+			if n := nodes[ms]; n == nil || n.Role != RoleMS {
+				ck.add(fmt.Sprintf("%s.map-servers[%d]", path, j), "%q is not an ms node", ms)
+			}
+		}
 	}
 	for i, n := range t.Nodes {
 		if n.Site != "" && sites[n.Site] == nil {
@@ -232,12 +237,15 @@ func (t *Topology) validateLinks(ck *checker, nodes map[string]*Node) map[string
 // links of xtrs and hosts, and the roles a lab needs.
 func (t *Topology) validateRoles(ck *checker, nodes map[string]*Node, sites map[string]*Site, links map[string]*Link) {
 	xtrOf := map[string]string{}
-	hasMS := false
+	hasMS, numMS, hasDDT := false, 0, false
 	for i, n := range t.Nodes {
 		path := fmt.Sprintf("nodes[%d]", i)
 		switch n.Role {
+		case RoleDDT:
+			hasDDT = true
 		case RoleMS:
 			hasMS = true
+			numMS++
 		case RoleXTR:
 			if other, ok := xtrOf[n.Site]; ok && n.Site != "" {
 				ck.add(path+".site", "site %s already has xtr %s: a site has one xTR here", n.Site, other)
@@ -261,6 +269,21 @@ func (t *Topology) validateRoles(ck *checker, nodes map[string]*Node, sites map[
 	}
 	if lispNodes > 0 && !hasMS {
 		ck.add("nodes", "xtrs and rtrs need a map-resolver: add a node of role ms")
+	}
+	if hasDDT && !hasMS {
+		ck.add("nodes", "a ddt-node refers sites to map-servers: add a node of role ms")
+	}
+	for i, s := range t.Sites {
+		served := map[string]bool{}
+		for _, ms := range s.MapServers {
+			if n := nodes[ms]; n != nil && n.Role == RoleMS {
+				served[ms] = true
+			}
+		}
+		if len(s.MapServers) > 0 && len(served) < numMS && !hasDDT {
+			ck.add(fmt.Sprintf("sites[%d].map-servers", i),
+				"the other ms nodes cannot resolve site %s without a node of role ddt-node to refer them", s.Name)
+		}
 	}
 	for i, s := range t.Sites {
 		if _, ok := xtrOf[s.Name]; !ok && s.Name != "" {
