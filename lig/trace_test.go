@@ -87,7 +87,7 @@ func authority(t *testing.T, yaml string) *ddt.Authority {
 		if err != nil {
 			t.Fatal(err)
 		}
-		reg := &lisp.MapRegister{ProxyReply: true, Nonce: 1, Auth: lisp.Auth{Algorithm: lisp.AuthHMACSHA256},
+		reg := &lisp.MapRegister{ProxyReply: true, Nonce: control.TimeNonce(time.Now()), Auth: lisp.Auth{Algorithm: lisp.AuthHMACSHA256},
 			Records: []lisp.MapRecord{{TTL: 3, EID: lisp.MustParseAddress("10.1.0.0"), MaskLen: 24,
 				Locators: []lisp.Locator{{Priority: 1, Weight: 100, Reachable: true, Address: lisp.MustParseAddress("192.0.2.77")}}}}}
 		raw, err := reg.AppendSigned(nil, []byte("k"))

@@ -137,7 +137,7 @@ map-server:
 	}
 	if registered != "" {
 		p := netip.MustParsePrefix(registered)
-		reg := &lisp.MapRegister{ProxyReply: true, Nonce: 1, Auth: lisp.Auth{Algorithm: lisp.AuthHMACSHA256},
+		reg := &lisp.MapRegister{ProxyReply: true, Nonce: control.TimeNonce(time.Now()), Auth: lisp.Auth{Algorithm: lisp.AuthHMACSHA256},
 			Records: []lisp.MapRecord{{TTL: 3, EID: lisp.IPAddress(p.Addr()), MaskLen: uint8(p.Bits()),
 				Locators: []lisp.Locator{{Priority: 1, Weight: 100, Reachable: true, Address: lisp.MustParseAddress("198.51.100.200")}}}}}
 		raw, err := reg.AppendSigned(nil, []byte("k"))
