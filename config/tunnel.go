@@ -55,6 +55,14 @@ type Dataplane struct {
 	// ClampMSS lowers the MSS of the TCP SYNs the ITR encapsulates so that
 	// segments fit the underlay's MTU once encapsulated. On by default.
 	ClampMSS *bool `yaml:"clamp-mss"`
+	// CompleteChecksums are RLOC interfaces by which packets leave
+	// complete: every checksum computed and GSO packets segmented, by the
+	// kernel. lispd turns their transmit checksum offload off while it
+	// runs. For a veth to an xTR that decapsulates in user space on the
+	// same machine: a veth passes the host's unfinished checksums and
+	// GSO super-packets on to the other namespace, whose UDP socket
+	// delivers them unfinished (docs/routers.md).
+	CompleteChecksums []string `yaml:"complete-checksums"`
 }
 
 // MapCache configures how tunnel routers resolve and keep mappings.
@@ -282,6 +290,11 @@ func (dp *Dataplane) validate(ck *checker, xtr bool) {
 	oneOf(ck, "dataplane.path-selection", dp.PathSelection, "hash", "port-sum")
 	oneOf(ck, "dataplane.source-selection", dp.SourceSelection, "routing", "port-sum")
 	dp.validateGateways(ck)
+	for i, name := range dp.CompleteChecksums {
+		if !slices.Contains(dp.RLOCInterfaces, name) {
+			ck.add(fmt.Sprintf("dataplane.complete-checksums[%d]", i), "%q is not one of rloc-interfaces", name)
+		}
+	}
 	oneOf(ck, "dataplane.mptcp-subflows", dp.MPTCPSubflows, "bind", "off")
 	oneOf(ck, "dataplane.path-id", dp.PathID, "data-header", "previous-hop")
 	oneOf(ck, "dataplane.miss", dp.Miss, "drop", "native-forward")

@@ -40,6 +40,9 @@ type Dataplane struct {
 	links []link.Link
 	rlocs []netip.Addr
 
+	// completed: RLOC interfaces whose checksum offload is off.
+	completed *completed
+
 	misses   chan Miss
 	reader   *ringbuf.Reader
 	stop     chan struct{}
@@ -74,6 +77,10 @@ func New(cfg *config.Dataplane, opts Options) (*Dataplane, error) {
 	if err := d.load(cfg, opts, rlocs, egress); err != nil {
 		return nil, err
 	}
+	if d.completed, err = completeChecksums(cfg.CompleteChecksums); err != nil {
+		d.Close()
+		return nil, err
+	}
 	if err := d.setRLOCs(rlocs, egress); err != nil {
 		d.Close()
 		return nil, err
@@ -97,7 +104,7 @@ func New(cfg *config.Dataplane, opts Options) (*Dataplane, error) {
 	d.wg.Go(d.readMisses)
 	d.wg.Go(func() { d.sweepEvery(cfg.SubflowIdleTimeout.Duration) })
 	d.log.Info("data plane attached", "eid_interfaces", cfg.EIDInterfaces, "rloc_interfaces", cfg.RLOCInterfaces,
-		"rlocs", d.rlocs)
+		"rlocs", d.rlocs, "complete_checksums", cfg.CompleteChecksums)
 	return d, nil
 }
 
@@ -305,7 +312,8 @@ func (d *Dataplane) Misses() <-chan Miss { return d.misses }
 // LocalRLOCs are the addresses of the RLOC interfaces.
 func (d *Dataplane) LocalRLOCs() []netip.Addr { return slices.Clone(d.rlocs) }
 
-// Close detaches the programs and frees the maps.
+// Close detaches the programs, frees the maps and gives the RLOC
+// interfaces their checksum offload back.
 func (d *Dataplane) Close() error {
 	d.once.Do(func() {
 		close(d.stop)
@@ -318,7 +326,7 @@ func (d *Dataplane) Close() error {
 		for _, l := range d.links {
 			errs = append(errs, l.Close())
 		}
-		errs = append(errs, d.objs.Close())
+		errs = append(errs, d.objs.Close(), d.completed.restore())
 		d.closeErr = errors.Join(errs...)
 	})
 	return d.closeErr

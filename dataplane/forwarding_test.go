@@ -76,7 +76,7 @@ func twoRLOCs(a, b string) dataplane.Entry {
 	return dataplane.Entry{Paths: []dataplane.Path{path(a), path(b)}}
 }
 
-func put(t *testing.T, d *dataplane.Dataplane, prefix string, e dataplane.Entry) {
+func put(t testing.TB, d *dataplane.Dataplane, prefix string, e dataplane.Entry) {
 	t.Helper()
 	if err := d.Put(dataplane.Key{Prefix: netip.MustParsePrefix(prefix)}, e); err != nil {
 		t.Fatal(err)
@@ -88,10 +88,19 @@ func put(t *testing.T, d *dataplane.Dataplane, prefix string, e dataplane.Entry)
 // checks the hash.
 func (s *sites) transfer(t *testing.T, local netip.AddrPort, mptcp bool, n int) {
 	t.Helper()
-	ln, err := s.hostB.Listen("tcp", "10.2.0.1:0")
+	transfer(t, s.hostA, s.hostB, local, "10.2.0.1:0", mptcp, n)
+}
+
+// transfer sends n random bytes from a node (from the local address and
+// port, over MPTCP or not) to a server listening on addr of another that
+// hashes them, and checks the hash.
+func transfer(t *testing.T, from, to *testnet.Node, local netip.AddrPort, addr string, mptcp bool, n int) {
+	t.Helper()
+	ln, err := to.Listen("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer ln.Close()
 	got := make(chan [32]byte, 1)
 	go func() {
 		c, err := ln.Accept()
@@ -108,7 +117,7 @@ func (s *sites) transfer(t *testing.T, local netip.AddrPort, mptcp bool, n int) 
 	d.SetMultipathTCP(mptcp)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := s.hostA.Dial(ctx, d, "tcp", ln.Addr().String())
+	c, err := from.Dial(ctx, d, "tcp", ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}

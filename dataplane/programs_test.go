@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/amptcp/amptcp/config"
+	"github.com/amptcp/amptcp/internal/inet"
 	"github.com/amptcp/amptcp/lisp"
 )
 
@@ -33,12 +34,14 @@ func maskNonce(frame []byte) []byte {
 }
 
 // wantFrame is an encapsulated frame as the ITR must send it to the next
-// hop 192.0.2.2 (or 2001:db8:1::2).
+// hop 192.0.2.2 (or 2001:db8:1::2): the inner packet one hop on, and the
+// outer header with its TTL and TOS.
 func (r *rig) wantFrame(outerDst netip.Addr, hdr lisp.DataHeader, inner []byte, proto uint8, src, dst netip.AddrPort) []byte {
 	outerSrc := ourV4
 	if outerDst.Is6() {
 		outerSrc = ourV6
 	}
+	inner = hop(inner)
 	var ttl, tos uint8
 	if inner[0]>>4 == 4 {
 		ttl, tos = inner[8], inner[1]
@@ -53,6 +56,20 @@ func (r *rig) wantFrame(outerDst netip.Addr, hdr lisp.DataHeader, inner []byte, 
 		o[2], o[3] = byte(h>>8), byte(h)
 	}
 	return eth(nextHopMAC, r.rlocMAC, ethType(outerDst), o)
+}
+
+// hop is an IP packet as a router sends it on: its TTL (hop limit) one
+// less, the IPv4 header checksum computed again.
+func hop(pkt []byte) []byte {
+	b := bytes.Clone(pkt)
+	if b[0]>>4 == 6 {
+		b[7]--
+		return b
+	}
+	b[8]--
+	b[10], b[11] = 0, 0
+	binary.BigEndian.PutUint16(b[10:], inet.Checksum(b[:int(b[0]&0xf)*4]))
+	return b
 }
 
 func TestITREncapsulates(t *testing.T) {

@@ -289,7 +289,7 @@ func TestMappingSystem(t *testing.T) {
 			t.Fatalf("lispd status: %v\n%s", err, out)
 		}
 		for _, want := range []string{"site site-a", "site site-b", "10.1.0.0/16  proxy-reply", "10.2.0.0/16  forward to ETR",
-			"locator afi-list{(none), elp{192.0.2.11(P) -> 192.0.2.12(S) -> 10.0.1.2}}", "registered by 10.0.1.2:4342",
+			"locator elp{192.0.2.11(P) -> 192.0.2.12(S) -> 10.0.1.2}", "registered by 10.0.1.2:4342",
 			"xtr-id 02000000000000000000000000000000 site-id 7 (merge)", "auth-failed 2"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("lispd status lacks %q:\n%s", want, out)

@@ -37,3 +37,25 @@ func TestAddressConstructorsAndAccessors(t *testing.T) {
 		t.Errorf("Equal on ELPs: %v, %v", a.Equal(b), a.Equal(ip("192.0.2.1")))
 	}
 }
+
+// PathOf finds the ELP of a locator in the forms deployed software sends
+// it, and nothing in other addresses.
+func TestPathOf(t *testing.T) {
+	elp := &lisp.ELP{Hops: []lisp.ELPHop{{Address: ip("192.0.2.10")}, {Address: ip("198.51.100.1")}}}
+	list := func(a ...lisp.Address) lisp.Address { return lisp.LCAFAddress(&lisp.AFIList{Addresses: a}) }
+	for name, tc := range map[string]struct {
+		a    lisp.Address
+		want *lisp.ELP
+	}{
+		"bare ELP":                 {lisp.LCAFAddress(elp), elp},
+		"AFI List of AFI 0, ELP":   {list(lisp.Address{}, lisp.LCAFAddress(elp)), elp},
+		"AFI List of RLOC, ELP":    {list(ip("198.51.100.1"), lisp.LCAFAddress(elp)), elp},
+		"RLOC":                     {ip("198.51.100.1"), nil},
+		"AFI List of two RLOCs":    {list(ip("198.51.100.1"), ip("2001:db8::1")), nil},
+		"instance ID around an IP": {lisp.LCAFAddress(&lisp.InstanceID{IID: 7, Address: ip("10.0.0.1")}), nil},
+	} {
+		if got := lisp.PathOf(tc.a); got != tc.want {
+			t.Errorf("%s: PathOf(%s) = %v, want %v", name, tc.a, got, tc.want)
+		}
+	}
+}

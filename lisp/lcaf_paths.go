@@ -98,6 +98,24 @@ func (l *ELP) String() string {
 	return "elp{" + strings.Join(hops, " -> ") + "}"
 }
 
+// PathOf returns the ELP that a locator's address names, in any of the
+// forms deployed software sends: a bare ELP LCAF, or an ELP inside an AFI
+// List (lispers.net sends a path as an AFI List of AFI 0, or of an
+// address, and the ELP). It returns nil when the address names no ELP.
+func PathOf(a Address) *ELP {
+	switch l := a.LCAF().(type) {
+	case *ELP:
+		return l
+	case *AFIList:
+		for _, in := range l.Addresses {
+			if elp, ok := in.LCAF().(*ELP); ok {
+				return elp
+			}
+		}
+	}
+	return nil
+}
+
 // ipv4HopLen is the size of the usual ELP hop, flags and an IPv4 RLOC:
 // the capacity it gives is exact for such paths and never too large.
 const ipv4HopLen = 8

@@ -72,7 +72,7 @@ type MapRecord struct {
 type Locator struct {
 	Priority  uint8 // 255: do not use for unicast
 	Weight    uint8
-	MPriority uint8
+	MPriority uint8 // UnusedPriority: do not use for multicast
 	MWeight   uint8
 	// Local (L): the locator belongs to the sender of the message.
 	Local bool
@@ -82,6 +82,11 @@ type Locator struct {
 	Reachable bool
 	Address   Address
 }
+
+// UnusedPriority as a locator's priority says not to use it for unicast,
+// as its M-priority not to use it for multicast (RFC 9301 §5.4): a
+// unicast-only router's locators have M-priority 255 and M-weight 0.
+const UnusedPriority = 255
 
 const (
 	locatorLocal     uint16 = 1 << 2

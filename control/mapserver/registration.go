@@ -2,6 +2,7 @@ package mapserver
 
 import (
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/amptcp/amptcp/internal/deadlines"
@@ -20,7 +21,8 @@ type Registration struct {
 	Site *Site
 	ETRs []*ETR
 	// Record is the mapping proxy Map-Replies carry: the EID, the proxy
-	// TTL and the union of the ETRs' locators, in registration order.
+	// TTL and the union of the ETRs' locators, in registration order,
+	// paths as bare ELPs (canonicalPaths).
 	Record lisp.MapRecord
 	// Proxy: an ETR asked the map-server to reply for it (the P bit) and
 	// the site allows it.
@@ -120,12 +122,12 @@ func (r *Registration) merge(proxyTTL uint32) {
 		r.Proxy = r.Proxy || (e.ProxyReply && r.Site.ProxyReply)
 	}
 	if len(r.ETRs) == 1 { // the usual case: share the ETR's locators
-		r.Record.Locators = r.ETRs[0].Record.Locators
+		r.Record.Locators = canonicalPaths(r.ETRs[0].Record.Locators)
 		return
 	}
 	for _, e := range r.ETRs {
 	next:
-		for _, l := range e.Record.Locators {
+		for _, l := range canonicalPaths(e.Record.Locators) {
 			for _, have := range r.Record.Locators {
 				if have.Address.Equal(l.Address) {
 					continue next
@@ -134,6 +136,28 @@ func (r *Registration) merge(proxyTTL uint32) {
 			r.Record.Locators = append(r.Record.Locators, l)
 		}
 	}
+}
+
+// canonicalPaths returns locs with every path as a bare ELP LCAF, whatever
+// form the ETR registered it in (lispers.net's AFI List of AFI 0 and the
+// ELP among them): replies send paths in one form, which every ITR reads.
+// It returns locs itself when they need no change.
+func canonicalPaths(locs []lisp.Locator) []lisp.Locator {
+	var out []lisp.Locator
+	for i, l := range locs {
+		elp := lisp.PathOf(l.Address)
+		if _, bare := l.Address.LCAF().(*lisp.ELP); elp == nil || bare {
+			continue
+		}
+		if out == nil {
+			out = slices.Clone(locs)
+		}
+		out[i].Address = lisp.LCAFAddress(elp)
+	}
+	if out == nil {
+		return locs
+	}
+	return out
 }
 
 // forwardTo is the ETR a Map-Request is forwarded to: the first that

@@ -1,9 +1,11 @@
 package mapserver
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/netip"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -130,14 +132,61 @@ func TestRegisterNotifyAndProxyReply(t *testing.T) {
 	if n.Nonce != mr.Nonce || n.XTRID.SiteID != 9 || len(n.Records) != 1 || !n.Records[0].EID.Equal(rec.EID) {
 		t.Errorf("Map-Notify = %s", n)
 	}
-	// A proxy answer carries the registered locators unchanged, ELP
-	// included, with the proxy TTL and A clear.
+	// A proxy answer carries the registered locators, the path as a bare
+	// ELP, with the proxy TTL and A clear.
 	ans := s.Resolve(0, netip.MustParseAddr("10.1.2.3"))
 	if ans.Kind != mapping.Mapping || ans.EID.String() != "10.1.0.0/16" {
 		t.Fatalf("Resolve = %+v", ans)
 	}
-	if !reflect.DeepEqual(ans.Record.Locators, rec.Locators) || ans.Record.TTL != 1440 || ans.Record.Authoritative {
+	want := slices.Clone(rec.Locators)
+	want[1].Address = lisp.LCAFAddress(lisp.PathOf(elp))
+	if !reflect.DeepEqual(ans.Record.Locators, want) || ans.Record.TTL != 1440 || ans.Record.Authoritative {
 		t.Errorf("proxy record = %s", &ans.Record)
+	}
+}
+
+// Proxy replies send a path as a bare ELP LCAF whatever form its ETR
+// registered it in: bare, lispers.net's AFI List of AFI 0 and the ELP,
+// or an AFI List of an address and the ELP; two ETRs that register the
+// same path in two forms give one locator. The reply's bytes are checked:
+// the locator's address is LCAF type 10 itself.
+func TestProxyRepliesSendBareELPs(t *testing.T) {
+	path := &lisp.ELP{Hops: []lisp.ELPHop{
+		{Address: lisp.MustParseAddress("198.51.100.1"), RLOCProbe: true},
+		{Address: lisp.MustParseAddress("198.51.100.2"), Strict: true},
+	}}
+	inList := func(first lisp.Address) lisp.Address {
+		return lisp.LCAFAddress(&lisp.AFIList{Addresses: []lisp.Address{first, lisp.LCAFAddress(path)}})
+	}
+	for name, forms := range map[string][]lisp.Address{
+		"bare":                 {lisp.LCAFAddress(path)},
+		"AFI List, AFI 0":      {inList(lisp.Address{})},
+		"AFI List, address":    {inList(lisp.MustParseAddress("198.51.100.2"))},
+		"two ETRs, two forms":  {inList(lisp.Address{}), lisp.LCAFAddress(path)},
+		"two ETRs, both lists": {inList(lisp.Address{}), inList(lisp.Address{})},
+	} {
+		t.Run(name, func(t *testing.T) {
+			s, _ := newServer(t)
+			var out control.Outbox
+			for i, a := range forms {
+				s.HandleRegister(register(t, &lisp.MapRegister{ProxyReply: true, MergeRequest: true,
+					Records: []lisp.MapRecord{record("10.1.0.0/16", a)}}, "key-a"), []netip.AddrPort{etr1, etr2}[i], &out)
+			}
+			ans := s.Resolve(0, netip.MustParseAddr("10.1.2.3"))
+			if ans.Kind != mapping.Mapping || len(ans.Record.Locators) != 1 {
+				t.Fatalf("Resolve = %+v", ans)
+			}
+			b, err := (&lisp.MapReply{Nonce: 1, Records: []lisp.MapRecord{ans.Record}}).AppendBinary(nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Map-Reply header 12, record 16 with its IPv4 EID, locator 6.
+			loc := b[12+16+6:]
+			wantELP := []byte{0x40, 0x03, 0, 0, byte(lisp.LCAFELP), 0, 0, 16}
+			if !bytes.HasPrefix(loc, wantELP) || len(loc) != 8+16 {
+				t.Errorf("locator address %x, want the bare ELP %x and its 16 bytes of hops", loc, wantELP)
+			}
+		})
 	}
 }
 

@@ -45,9 +45,7 @@ func (x *XTR) answer(req *lisp.MapRequest, replyPort uint16, src netip.AddrPort,
 			continue
 		}
 		if m, found := x.db.Lookup(iid, eid.Unmap()); found {
-			r := m.record
-			r.Authoritative = true
-			reply.Records = append(reply.Records, r)
+			reply.Records = append(reply.Records, m.record)
 			ours = true
 			if !req.Probe {
 				x.remember(m.eid, itr, req.SourceEID, now)

@@ -155,18 +155,21 @@ func (x *XTR) build(cfgs []config.DatabaseMapping) ([]*dbMapping, error) {
 }
 
 // build makes the EID-record of the mapping, as Map-Registers and
-// Map-Replies carry it: the locators in configuration order, a plain RLOC
-// as an address, an ELP as an ELP LCAF with the hops' bits.
+// Map-Replies carry it: authoritative (the A bit: this ETR owns the
+// prefix, RFC 9301 §5.4, which §5.6's Map-Register reuses), the locators
+// in configuration order, a plain RLOC as an address, an ELP as an ELP
+// LCAF with the hops' bits, none of them for multicast (M-priority 255).
 func (m *dbMapping) build() (lisp.MapRecord, error) {
 	eid, maskLen := m.eid.Wire()
-	rec := lisp.MapRecord{TTL: uint32(m.cfg.TTL.Minutes()), EID: eid, MaskLen: maskLen}
+	rec := lisp.MapRecord{TTL: uint32(m.cfg.TTL.Minutes()), EID: eid, MaskLen: maskLen, Authoritative: true}
 	for i, l := range m.cfg.Locators {
 		a, err := locatorAddress(l)
 		if err != nil {
 			return lisp.MapRecord{}, err
 		}
 		rec.Locators = append(rec.Locators, lisp.Locator{
-			Priority: l.Priority, Weight: l.Weight, Reachable: m.reachable[i], Address: a,
+			Priority: l.Priority, Weight: l.Weight, MPriority: lisp.UnusedPriority,
+			Reachable: m.reachable[i], Address: a,
 		})
 	}
 	return rec, nil

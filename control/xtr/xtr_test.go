@@ -167,6 +167,37 @@ func TestRegisterWhatIsConfigured(t *testing.T) {
 	}
 }
 
+// The records an ETR registers and answers with are authoritative (the A
+// bit, RFC 9301 §5.4 and §5.6) and their locators are not for multicast
+// (M-priority 255, M-weight 0), read from the bytes sent: the Map-Register
+// to msA (HMAC-SHA-256, 32 bytes of authentication data) and a Map-Reply,
+// whose first record has an IPv4 EID.
+func TestRecordsAreAuthoritativeAndUnicast(t *testing.T) {
+	h := newHarness(t, siteConfig)
+	h.x.Tick()
+	reg := h.registers(t)[msA].raw
+	var out control.Outbox
+	from := netip.MustParseAddrPort("192.0.2.1:4342")
+	if r := h.x.HandleRequest(request("10.1.2.3", false, "192.0.2.50"), 61000, from, &out); r != RequestAnswered {
+		t.Fatalf("result %s", r)
+	}
+	_, rep := out.At(0)
+	for name, rec := range map[string][]byte{
+		"Map-Register": reg[4+8+4+32:], // type and flags, nonce, key ID, algorithm, length, data
+		"Map-Reply":    rep[4+8:],      // type and flags, nonce
+	} {
+		// TTL, locator count, mask-length, ACT|A|reserved, map-version,
+		// EID-AFI and the IPv4 EID; then the first locator's priority,
+		// weight, M-priority and M-weight.
+		if rec[6]&0x10 == 0 {
+			t.Errorf("%s: record flags %#02x, want the A bit (0x10)", name, rec[6])
+		}
+		if loc := rec[16:20]; loc[2] != 255 || loc[3] != 0 {
+			t.Errorf("%s: locator priority, weight, M-priority, M-weight %v, want M 255/0", name, loc)
+		}
+	}
+}
+
 // notify builds the Map-Notify a map-server sends for a Map-Register.
 func notify(t *testing.T, nonce uint64, keyID uint8, alg lisp.AuthAlgorithm, key string) []byte {
 	t.Helper()

@@ -220,6 +220,7 @@ enum counter {
 	C_SUBFLOW_RESET,
 	C_SUBFLOW_FIN,
 	C_SUBFLOW_TOKENS,
+	C_ITR_TTL_EXPIRED,   /* inner TTL 1: left to the kernel, which answers Time Exceeded */
 	C_COUNTERS,
 };
 

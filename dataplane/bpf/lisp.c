@@ -102,6 +102,38 @@ static __always_inline __u16 ip_csum(const struct iphdr *ip)
 	return csum_fold(sum);
 }
 
+/* The TTL, protocol and header checksum of an IPv4 header: TTL and
+ * protocol share the 16-bit word of the checksum. */
+struct ttl4 {
+	__u8 ttl;
+	__u8 proto;
+	__u16 check;
+};
+
+/* put_ttl4 sets the TTL of h, the checksum updated as RFC 1624 says. */
+static __always_inline void put_ttl4(struct ttl4 *h, __u8 ttl)
+{
+	__u16 old = bpf_htons((__u16)h->ttl << 8 | h->proto);
+	__u16 new = bpf_htons((__u16)ttl << 8 | h->proto);
+	h->ttl = ttl;
+	h->check = csum_fold((__u16)~h->check + (__u16)~old + new);
+}
+
+/* set_ttl writes ttl into the IP header at off (TTL, or hop limit). */
+static __always_inline void set_ttl(struct __sk_buff *skb, __u32 off, __u8 family, __u8 ttl)
+{
+	if (family == AF_INET6) {
+		bpf_skb_store_bytes(skb, off + offsetof(struct ipv6hdr, hop_limit), &ttl, 1, 0);
+		return;
+	}
+	struct ttl4 h;
+	off += offsetof(struct iphdr, ttl);
+	if (load(skb, off, &h, sizeof(h)))
+		return;
+	put_ttl4(&h, ttl);
+	bpf_skb_store_bytes(skb, off, &h, sizeof(h), 0);
+}
+
 /* The outer headers. Their fields fall on natural alignments, so the
  * structs have no padding. */
 struct outer4 {
@@ -133,6 +165,31 @@ struct frame6 {
 	struct outer6 o;
 };
 _Static_assert(sizeof(struct frame6) == 2 + ETH_HLEN + OVERHEAD6, "frame6 has padding");
+
+/* The inner IP header up to its TTL (IPv6: hop limit) and, for IPv4, its
+ * checksum: the ITR, a hop, writes it with the outer headers. */
+union inner_start {
+	struct {
+		__u8 head[8];
+		struct ttl4 t;
+	} v4;
+	struct {
+		__u8 head[7];
+		__u8 hop_limit;
+	} v6;
+};
+
+struct itr_frame4 {
+	struct frame4 f;
+	union inner_start in;
+};
+_Static_assert(sizeof(struct itr_frame4) == sizeof(struct frame4) + 12, "itr_frame4 has padding");
+
+struct itr_frame6 {
+	struct frame6 f;
+	union inner_start in;
+};
+_Static_assert(sizeof(struct itr_frame6) == sizeof(struct frame6) + 12, "itr_frame6 has padding");
 
 /* transmit writes the headers at hdr (len bytes from the Ethernet header
  * on) and sends the packet out of the interface the route found, to its
@@ -268,16 +325,35 @@ __noinline int encapsulate(struct __sk_buff *skb, const struct pkt *p, struct tc
 		count(C_ITR_ENCAP_FAILED);
 		return TC_ACT_SHOT;
 	}
+	/* The ITR is a hop: the inner TTL goes down by one, and the outer
+	 * header starts with it (RFC 9300 §5.3), so that a loop through
+	 * the overlay ends. The program left TTLs of 1 to the kernel. The
+	 * inner header's start is written with the outer headers: one
+	 * store costs less than two. */
+	union inner_start in;
+	if (load(skb, ETH_HLEN + overhead, &in, sizeof(in))) {
+		count(C_ITR_ENCAP_FAILED);
+		return TC_ACT_SHOT;
+	}
+	__u8 ttl = p->ttl - 1;
+	__u32 in_short = 0; /* bytes of in not written */
+	if (p->family == AF_INET) {
+		put_ttl4(&in.v4.t, ttl);
+	} else {
+		in.v6.hop_limit = ttl;
+		in_short = sizeof(in) - sizeof(in.v6);
+	}
 	__u32 len = skb->len - ETH_HLEN;
 	if (family == AF_INET) {
-		struct frame4 f = {};
-		struct outer4 *o4 = &f.o;
+		struct itr_frame4 fr = {.in = in};
+		struct frame4 *fp = &fr.f;
+		struct outer4 *o4 = &fp->o;
 		o4->ip.version = 4;
 		o4->ip.ihl = 5;
 		o4->ip.tos = p->tos;
 		o4->ip.tot_len = bpf_htons(len);
 		o4->ip.frag_off = bpf_htons(IP_DF);
-		o4->ip.ttl = p->ttl;
+		o4->ip.ttl = ttl;
 		o4->ip.protocol = IPPROTO_UDP;
 		o4->ip.saddr = eg->src4;
 		o4->ip.daddr = dst->a[0];
@@ -287,10 +363,11 @@ __noinline int encapsulate(struct __sk_buff *skb, const struct pkt *p, struct tc
 		o4->udp.len = bpf_htons(len - sizeof(struct iphdr));
 		o4->lisp = lh;
 		count(C_ITR_ENCAP);
-		return transmit(skb, &fib, rc, family, &f.eth, sizeof(f) - 2);
+		return transmit(skb, &fib, rc, family, &fp->eth, sizeof(fr) - 2 - in_short);
 	}
-	struct frame6 f = {};
-	struct outer6 *o6 = &f.o;
+	struct itr_frame6 fr = {.in = in};
+	struct frame6 *fp = &fr.f;
+	struct outer6 *o6 = &fp->o;
 	o6->ip.version = 6;
 	o6->ip.priority = p->tos >> 4;
 	o6->ip.flow_lbl[0] = (p->tos << 4) | ((h >> 16) & 0x0f);
@@ -298,7 +375,7 @@ __noinline int encapsulate(struct __sk_buff *skb, const struct pkt *p, struct tc
 	o6->ip.flow_lbl[2] = h;
 	o6->ip.payload_len = bpf_htons(len - sizeof(struct ipv6hdr));
 	o6->ip.nexthdr = IPPROTO_UDP;
-	o6->ip.hop_limit = p->ttl;
+	o6->ip.hop_limit = ttl;
 	__builtin_memcpy(&o6->ip.saddr, &eg->src6, 16);
 	__builtin_memcpy(&o6->ip.daddr, dst, 16);
 	o6->udp.source = sport;
@@ -307,7 +384,7 @@ __noinline int encapsulate(struct __sk_buff *skb, const struct pkt *p, struct tc
 	/* A zero checksum, as RFC 6935 allows for tunnels. */
 	o6->lisp = lh;
 	count(C_ITR_ENCAP);
-	return transmit(skb, &fib, rc, family, &f.eth, sizeof(f) - 2);
+	return transmit(skb, &fib, rc, family, &fp->eth, sizeof(fr) - 2 - in_short);
 }
 
 /* link_scoped reports whether a destination is multicast, broadcast or
@@ -358,6 +435,14 @@ int itr(struct __sk_buff *skb)
 		count(C_ITR_ACTION_DROP);
 		return TC_ACT_SHOT;
 	}
+	/* A packet whose TTL would end here goes to the kernel, which drops
+	 * it and sends the ICMP Time Exceeded that traceroute waits for:
+	 * rewriting it into one here would keep its checksum offload state
+	 * (see MTU in docs/routers.md). */
+	if (p.ttl <= 1) {
+		count(C_ITR_TTL_EXPIRED);
+		return TC_ACT_OK;
+	}
 
 	struct tcpopts o = {};
 	int i = NOT_A_SUBFLOW;
@@ -383,12 +468,34 @@ int itr(struct __sk_buff *skb)
 	return encapsulate(skb, &p, &o, &t);
 }
 
+/* hop_ttl is the outer TTL an RTR sends a packet on with: an RTR is an
+ * ETR and an ITR in one (RFC 9300 §5.3), so the smaller of the outer and
+ * the inner TTL, minus one for the hop; 0 when it ends here. The inner
+ * header is left as it came: the last ETR copies the smaller outer TTL
+ * into it. */
+static __always_inline __u8 hop_ttl(__u8 outer, __u32 inner)
+{
+	__u8 ttl = inner < outer ? inner : outer;
+	return ttl > 1 ? ttl - 1 : 0;
+}
+
+/* Where an RTR sends a packet on: the next hop of its path, the path's
+ * index for the counters, and what the packet brings. */
+struct onward {
+	struct addr next;
+	__u32 pid;
+	__u32 len;	 /* of the outer packet */
+	__u32 inner_ttl;
+};
+
 /* reencapsulate rewrites the outer header in place to send the packet on
  * to the next hop of its ELP. */
-__noinline int reencapsulate(struct __sk_buff *skb, __u32 family, const struct addr *next, __u32 pid, __u32 len)
+__noinline int reencapsulate(struct __sk_buff *skb, __u32 family, const struct onward *h)
 {
-	if (!next)
+	if (!h)
 		return TC_ACT_SHOT;
+	const struct addr *next = &h->next;
+	__u32 pid = h->pid, len = h->len, inner_ttl = h->inner_ttl;
 	struct bpf_fib_lookup fib;
 	long rc = route(skb, family, next, &fib);
 	if (rc != BPF_FIB_LKUP_RET_SUCCESS && rc != BPF_FIB_LKUP_RET_NO_NEIGH) {
@@ -405,11 +512,12 @@ __noinline int reencapsulate(struct __sk_buff *skb, __u32 family, const struct a
 		struct iphdr *ip = &f.o.ip;
 		if (load(skb, ETH_HLEN, &f.o, sizeof(f.o)))
 			return TC_ACT_SHOT;
-		if (ip->ttl <= 1) {
+		__u8 ttl = hop_ttl(ip->ttl, inner_ttl);
+		if (!ttl) {
 			count(C_RTR_TTL);
 			return TC_ACT_SHOT;
 		}
-		ip->ttl--;
+		ip->ttl = ttl;
 		ip->saddr = eg->src4;
 		ip->daddr = next->a[0];
 		ip->check = 0;
@@ -423,11 +531,12 @@ __noinline int reencapsulate(struct __sk_buff *skb, __u32 family, const struct a
 	struct ipv6hdr *ip6 = &f.o.ip;
 	if (load(skb, ETH_HLEN, &f.o, sizeof(f.o)))
 		return TC_ACT_SHOT;
-	if (ip6->hop_limit <= 1) {
+	__u8 ttl = hop_ttl(ip6->hop_limit, inner_ttl);
+	if (!ttl) {
 		count(C_RTR_TTL);
 		return TC_ACT_SHOT;
 	}
-	ip6->hop_limit--;
+	ip6->hop_limit = ttl;
 	__builtin_memcpy(&ip6->saddr, &eg->src6, 16);
 	__builtin_memcpy(&ip6->daddr, next, 16);
 	f.o.udp.check = 0;
@@ -455,27 +564,11 @@ __noinline int decapsulate(struct __sk_buff *skb, const struct pkt *outer, const
 		bpf_skb_store_bytes(skb, offsetof(struct ethhdr, h_proto), &proto, 2, 0);
 	}
 	/* RFC 9300 §5.3: a smaller outer TTL is copied to the inner header,
-	 * so that TTL expiry in the underlay shows in the inner packet. */
-	if (outer->ttl < in->ttl) {
-		if (in->family == AF_INET) {
-			/* TTL, protocol and checksum, updated as RFC 1624 says. */
-			struct {
-				__u8 ttl;
-				__u8 proto;
-				__u16 check;
-			} h;
-			__u32 off = ETH_HLEN + offsetof(struct iphdr, ttl);
-			if (!load(skb, off, &h, sizeof(h))) {
-				__u16 old = bpf_htons((__u16)h.ttl << 8 | h.proto);
-				h.ttl = outer->ttl;
-				__u16 new = bpf_htons((__u16)h.ttl << 8 | h.proto);
-				h.check = csum_fold((__u16)~h.check + (__u16)~old + new);
-				bpf_skb_store_bytes(skb, off, &h, sizeof(h), 0);
-			}
-		} else {
-			bpf_skb_store_bytes(skb, ETH_HLEN + offsetof(struct ipv6hdr, hop_limit), &outer->ttl, 1, 0);
-		}
-	}
+	 * so that the hops of the underlay count, and a TTL cannot grow
+	 * through encapsulation. The kernel then forwards the packet, one
+	 * hop more. */
+	if (outer->ttl < in->ttl)
+		set_ttl(skb, ETH_HLEN, in->family, outer->ttl);
 	count(C_ETR_DECAP);
 	return TC_ACT_OK;
 }
@@ -538,8 +631,9 @@ int underlay(struct __sk_buff *skb)
 						count(C_RTR_FAMILY_CHANGE);
 						return TC_ACT_SHOT;
 					}
-					struct addr next = pa->next;
-					return reencapsulate(skb, family, &next, pid ? pid - 1 : i, outer.len);
+					struct onward h = {.next = pa->next, .pid = pid ? pid - 1 : i,
+							   .len = outer.len, .inner_ttl = in.ttl};
+					return reencapsulate(skb, family, &h);
 				}
 			}
 		}

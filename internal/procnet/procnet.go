@@ -52,3 +52,46 @@ func ListensOn(table []byte, port uint16) bool {
 	}
 	return false
 }
+
+// Counters reads the protocol counters of the namespace of dir (see
+// TCPListening): those of /proc/net/snmp as "Proto.Name"
+// ("Tcp.InCsumErrors", "Udp.InCsumErrors"), and those of snmp6 by their
+// names ("Udp6InCsumErrors").
+func Counters(dir string) (map[string]uint64, error) {
+	c := map[string]uint64{}
+	b, err := os.ReadFile(filepath.Join(dir, "snmp"))
+	if err != nil {
+		return nil, err
+	}
+	// Pairs of lines: "Proto: names...", then "Proto: values...".
+	var names []string
+	for line := range strings.Lines(string(b)) {
+		proto, rest, ok := strings.Cut(strings.TrimSpace(line), ": ")
+		if !ok {
+			continue
+		}
+		f := strings.Fields(rest)
+		if names == nil || names[0] != proto {
+			names = append([]string{proto}, f...)
+			continue
+		}
+		for i, v := range f {
+			if n, err := strconv.ParseUint(v, 10, 64); err == nil && i+1 < len(names) {
+				c[proto+"."+names[i+1]] = n
+			}
+		}
+		names = nil
+	}
+	b, err = os.ReadFile(filepath.Join(dir, "snmp6"))
+	if err != nil {
+		return nil, err
+	}
+	for line := range strings.Lines(string(b)) {
+		if f := strings.Fields(line); len(f) == 2 {
+			if n, err := strconv.ParseUint(f[1], 10, 64); err == nil {
+				c[f[0]] = n
+			}
+		}
+	}
+	return c, nil
+}

@@ -23,3 +23,17 @@ func TestListensOn(t *testing.T) {
 		t.Error("a table of only its header listens")
 	}
 }
+
+// Counters reads the calling thread's namespace's tables, in both
+// formats.
+func TestCounters(t *testing.T) {
+	c, err := Counters("/proc/thread-self/net")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"Tcp.InCsumErrors", "Udp.InCsumErrors", "Ip.Forwarding", "Udp6InCsumErrors"} {
+		if _, ok := c[name]; !ok {
+			t.Errorf("no %s in %d counters", name, len(c))
+		}
+	}
+}

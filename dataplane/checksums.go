@@ -1,0 +1,59 @@
+package dataplane
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/amptcp/amptcp/internal/ethtool"
+)
+
+// completed are the RLOC interfaces whose transmit checksum offload the
+// data plane turned off (dataplane.complete-checksums), so that the
+// kernel completes what leaves by them (docs/routers.md: on a veth, the
+// hosts' unfinished checksums and GSO super-packets would reach the other
+// namespace as they are), with a handle in their namespace to turn it on
+// again.
+type completed struct {
+	h      *ethtool.Handle
+	ifaces []string
+}
+
+// completeChecksums turns the offload off on the named interfaces, in the
+// calling thread's namespace, where it is on.
+func completeChecksums(names []string) (*completed, error) {
+	if len(names) == 0 {
+		return nil, nil
+	}
+	h, err := ethtool.Open()
+	if err != nil {
+		return nil, fmt.Errorf("dataplane.complete-checksums: %w", err)
+	}
+	c := &completed{h: h}
+	for i, name := range names {
+		on, err := h.Get(name, ethtool.TxChecksum)
+		if err == nil && on {
+			if err = h.Set(name, ethtool.TxChecksum, false); err == nil {
+				c.ifaces = append(c.ifaces, name)
+			}
+		}
+		if err != nil {
+			return nil, errors.Join(fmt.Errorf("dataplane.complete-checksums[%d]: %w", i, err), c.restore())
+		}
+	}
+	return c, nil
+}
+
+// restore turns the offload on again where completeChecksums turned it
+// off; a nil c has nothing to do.
+func (c *completed) restore() error {
+	if c == nil {
+		return nil
+	}
+	var errs []error
+	for _, name := range c.ifaces {
+		if err := c.h.Set(name, ethtool.TxChecksum, true); err != nil {
+			errs = append(errs, fmt.Errorf("dataplane: restore checksum offload: %w", err))
+		}
+	}
+	return errors.Join(append(errs, c.h.Close())...)
+}
