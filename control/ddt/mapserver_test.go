@@ -3,6 +3,7 @@ package ddt
 import (
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/amptcp/amptcp/config"
 	"github.com/amptcp/amptcp/control"
@@ -40,7 +41,7 @@ func newMapServer(t testing.TB, ddt string) *MapServer {
 		proxy             bool
 	}{{"10.1.0.0/16", "key-p", "192.0.2.1", true}, {"10.2.0.0/16", "key-f", "192.0.2.2", false}} {
 		p := netip.MustParsePrefix(r.prefix)
-		reg := &lisp.MapRegister{ProxyReply: r.proxy, Nonce: 1, Auth: lisp.Auth{Algorithm: lisp.AuthHMACSHA256},
+		reg := &lisp.MapRegister{ProxyReply: r.proxy, Nonce: control.TimeNonce(time.Now()), Auth: lisp.Auth{Algorithm: lisp.AuthHMACSHA256},
 			Records: []lisp.MapRecord{{TTL: 3, EID: lisp.IPAddress(p.Addr()), MaskLen: uint8(p.Bits()),
 				Locators: []lisp.Locator{{Priority: 1, Weight: 100, Reachable: true, Address: lisp.MustParseAddress(r.rloc)}}}}}
 		raw, err := reg.AppendSigned(nil, []byte(r.key))
