@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"net/netip"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -55,6 +56,17 @@ type Dataplane struct {
 	// ClampMSS lowers the MSS of the TCP SYNs the ITR encapsulates so that
 	// segments fit the underlay's MTU once encapsulated. On by default.
 	ClampMSS *bool `yaml:"clamp-mss"`
+	// PinPath is the directory, on a BPF file system, where the data
+	// plane is pinned so that a restart of lispd keeps it forwarding and
+	// the next lispd adopts it (docs/routers.md). Left out, a directory
+	// under /sys/fs/bpf/amptcp named after the network namespace; "off"
+	// detaches the data plane at every exit.
+	PinPath string `yaml:"pin-path"`
+	// KeepOnExit leaves the data plane forwarding, pinned, when lispd
+	// exits on SIGTERM or SIGINT too, for a supervisor that restarts
+	// lispd by stopping and starting it; `lispd stop` then stops for
+	// good. Off by default: only `lispd restart` keeps it.
+	KeepOnExit bool `yaml:"keep-on-exit"`
 }
 
 // MapCache configures how tunnel routers resolve and keep mappings.
@@ -282,6 +294,12 @@ func (dp *Dataplane) validate(ck *checker, xtr bool) {
 	oneOf(ck, "dataplane.miss", dp.Miss, "drop", "native-forward")
 	if dp.SubflowIdleTimeout.Duration < time.Second {
 		ck.add("dataplane.subflow-idle-timeout", "must be at least 1s")
+	}
+	if p := dp.PinPath; p != "" && p != "off" && !filepath.IsAbs(p) {
+		ck.add("dataplane.pin-path", "%q is not an absolute path (or off)", p)
+	}
+	if dp.KeepOnExit && dp.PinPath == "off" {
+		ck.add("dataplane.keep-on-exit", "needs pinning, which pin-path off turns off")
 	}
 }
 
