@@ -87,6 +87,23 @@ type MapCache struct {
 	// probes in a row and up again at the first answer.
 	ProbeInterval *Duration `yaml:"probe-interval"`
 	ProbeMisses   int       `yaml:"probe-misses"`
+	// Static are entries given here rather than resolved: they never
+	// expire and Map-Replies do not replace them; a reload (SIGHUP)
+	// applies their changes.
+	Static []StaticMapping `yaml:"static"`
+}
+
+// StaticMapping is a map-cache entry of the configuration: an EID-prefix
+// and its locators (plain RLOCs and ELPs, in the order of their path
+// IDs), or, without locators, what to do with its packets.
+type StaticMapping struct {
+	EIDPrefix string `yaml:"eid-prefix"`
+	// InstanceID of the prefix; left out, dataplane.instance-id.
+	InstanceID *uint32         `yaml:"instance-id"`
+	Locators   []LocatorConfig `yaml:"locators"`
+	// Action of an entry without locators: natively-forward, drop or
+	// send-map-request.
+	Action string `yaml:"action"`
 }
 
 // XTR configures what the xtr role registers and with whom.
@@ -358,6 +375,39 @@ func (mc *MapCache) validate(ck *checker) {
 	}
 	if mc.ProbeMisses < 1 {
 		ck.add("map-cache.probe-misses", "must be at least 1")
+	}
+	seen := map[string]string{}
+	for i, st := range mc.Static {
+		path := fmt.Sprintf("map-cache.static[%d]", i)
+		p, err := (EIDPrefix{Prefix: st.EIDPrefix}).Parse()
+		if err != nil {
+			ck.add(path+".eid-prefix", "%v", err)
+		} else if iid := st.InstanceID; iid != nil && *iid > 0xffffff {
+			ck.add(path+".instance-id", "%d exceeds the 24 bits of an instance ID", *iid)
+		} else {
+			k := p.String()
+			if st.InstanceID != nil {
+				k = fmt.Sprintf("[%d]%s", *st.InstanceID, p)
+			}
+			if other, ok := seen[k]; ok {
+				ck.add(path+".eid-prefix", "%s is already %s", p, other)
+			}
+			seen[k] = path
+		}
+		switch {
+		case len(st.Locators) == 0 && st.Action == "":
+			ck.add(path, "missing: give locators, or an action for a negative entry")
+		case len(st.Locators) > 0 && st.Action != "":
+			ck.add(path+".action", "set with locators: an entry with locators encapsulates")
+		case st.Action != "":
+			oneOf(ck, path+".action", st.Action, "natively-forward", "drop", "send-map-request")
+		}
+		if len(st.Locators) > MaxPaths {
+			ck.add(path+".locators", "%d locators: the data plane takes at most %d", len(st.Locators), MaxPaths)
+		}
+		for j, l := range st.Locators {
+			l.validate(ck, fmt.Sprintf("%s.locators[%d]", path, j))
+		}
 	}
 }
 

@@ -31,12 +31,12 @@ func bpffs(t *testing.T) string {
 
 // restart starts a new data plane with cfg in the rig's namespace, as a
 // new lispd does after the rig's was kept.
-func (r *rig) restart(cfg config.Dataplane) (*Dataplane, error) {
+func (r *rig) restart(cfg config.Dataplane, opts ...Options) (*Dataplane, error) {
 	cfg.EIDInterfaces, cfg.RLOCInterfaces = []string{"eid0"}, []string{"rloc0"}
 	withDefaults(&cfg)
 	var dp *Dataplane
 	err := r.ns.Do(func() (err error) {
-		dp, err = New(&cfg, Options{})
+		dp, err = New(&cfg, append(opts, Options{})[0])
 		return err
 	})
 	if err == nil {
@@ -200,6 +200,30 @@ func TestRestartRefusesIncompatibleMaps(t *testing.T) {
 	r.sendTCP(port(40001), tcpSeg{flags: syn})
 	if after := r.counters(); after["itr_encapsulated"] != before["itr_encapsulated"]+1 {
 		t.Errorf("counters before %v, after %v", nonZeroCounters(before), nonZeroCounters(after))
+	}
+}
+
+// A map-cache of another size (map-cache.max-entries) gets the entries
+// of the one before, copied.
+func TestRestartResizesTheMapCache(t *testing.T) {
+	pins := bpffs(t)
+	r := newRig(t, config.Dataplane{PinPath: pins}, Options{})
+	r.put("10.2.0.0/16", twoPaths(true))
+	if err := r.dp.Keep(); err != nil {
+		t.Fatal(err)
+	}
+	dp, err := r.restart(config.Dataplane{PinPath: pins}, Options{MapCacheEntries: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := dp.Adoption(); !slices.Equal(a.Copied, []string{"mapcache4", "mapcache6"}) || a.Entries != 1 || len(a.Refused) != 0 {
+		t.Errorf("adoption %+v", a)
+	}
+	if dp.objs.Mapcache4.MaxEntries() != 1000 {
+		t.Errorf("map-cache of %d entries", dp.objs.Mapcache4.MaxEntries())
+	}
+	if got := r.sendTCP(port(40000), tcpSeg{flags: syn}); got != rlocA && got != rlocB {
+		t.Errorf("sent to %s", got)
 	}
 }
 
