@@ -42,14 +42,20 @@ func WithLogLevel(level *slog.LevelVar) Option {
 // load (the next lispd would not start) or the data plane cannot be
 // kept (no BPF file system at its pin-path).
 func (d *Daemon) Restart() error {
+	var next *config.Config
 	if f := d.opts.cfgFile; f != "" {
-		if _, err := config.Load(f); err != nil {
+		var err error
+		if next, err = config.Load(f); err != nil {
 			return fmt.Errorf("restart refused: the configuration does not load: %w", err)
 		}
 	}
 	if d.tun != nil {
-		if p := d.tun.dp.Pinning(); p.Path == "" {
+		p := d.tun.dp.Pinning()
+		if p.Path == "" {
 			return fmt.Errorf("restart refused: the data plane cannot be kept: %s", p.Error)
+		}
+		if err := samePinPath(p.Path, next); err != nil {
+			return fmt.Errorf("restart refused: %w; stop lispd for good (lispd stop) and start it instead", err)
 		}
 	}
 	d.log.Info("restart asked for")
@@ -62,6 +68,25 @@ func (d *Daemon) Restart() error {
 func (d *Daemon) Stop() {
 	d.log.Info("stop for good asked for")
 	d.requestExit(exitForGood)
+}
+
+// samePinPath says why the lispd of configuration next (nil: the same
+// file as now) would not adopt the data plane pinned at path.
+func samePinPath(path string, next *config.Config) error {
+	if next == nil {
+		return nil
+	}
+	if next.Dataplane == nil {
+		return errors.New("the configuration has no xtr or rtr role any more, which would leave the data plane forwarding")
+	}
+	p, err := dataplane.PinPath(next.Dataplane.PinPath)
+	if err != nil {
+		return err
+	}
+	if p != path {
+		return fmt.Errorf("dataplane.pin-path changes from %s to %q, where the new lispd would not find the data plane", path, p)
+	}
+	return nil
 }
 
 func (d *Daemon) requestExit(e exit) {

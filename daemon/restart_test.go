@@ -140,7 +140,11 @@ map-cache: {map-resolvers: [127.0.0.1], probe-interval: 0s}
 		if err := daemon.Ask(sock, "restart", &rs); err == nil || !strings.Contains(err.Error(), "the configuration does not load") {
 			t.Errorf("restart with a broken configuration: %v", err)
 		}
-		writeFile(t, path, strings.ReplaceAll(rtr, "{sock}", sock))
+		writeFile(t, path, strings.ReplaceAll(strings.Replace(rtr, "[eth0]", "[eth0], pin-path: /sys/fs/bpf/elsewhere", 1), "{sock}", sock))
+		if err := daemon.Ask(sock, "restart", &rs); err == nil || !strings.Contains(err.Error(), "dataplane.pin-path changes") {
+			t.Errorf("restart to another pin-path: %v", err)
+		}
+		writeFile(t, path, strings.ReplaceAll(strings.Replace(rtr, "[eth0]", "[eth0], pin-path: "+dp.pinned, 1), "{sock}", sock))
 		if err := daemon.Ask(sock, "restart", &rs); err != nil || rs.PID != os.Getpid() || rs.Pinning.Path != dp.pinned {
 			t.Fatalf("restart: %v %+v", err, rs)
 		}
