@@ -15,19 +15,11 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/amptcp/amptcp/config"
+	"github.com/amptcp/amptcp/internal/testenv"
 )
 
-// bpffs mounts a BPF file system of the test's own and returns a pin
-// path in it; it is unmounted when the test ends.
-func bpffs(t *testing.T) string {
-	t.Helper()
-	dir := t.TempDir()
-	if err := unix.Mount("bpf", dir, "bpf", 0, ""); err != nil {
-		t.Fatalf("mount bpffs: %v", err)
-	}
-	t.Cleanup(func() { unix.Unmount(dir, unix.MNT_DETACH) })
-	return filepath.Join(dir, "lispd")
-}
+// bpffs is a pin path on a BPF file system of the test's own.
+func bpffs(t *testing.T) string { return filepath.Join(testenv.BPFFS(t), "lispd") }
 
 // restart starts a new data plane with cfg in the rig's namespace, as a
 // new lispd does after the rig's was kept.
@@ -43,6 +35,25 @@ func (r *rig) restart(cfg config.Dataplane, opts ...Options) (*Dataplane, error)
 		r.dp = dp // the rig's cleanup closes it
 	}
 	return dp, err
+}
+
+// keep keeps the rig's data plane, pinned at pins, and rewrites its
+// manifest with change, as another lispd would have written it.
+func (r *rig) keep(pins string, change func(*manifest)) *pinDir {
+	r.t.Helper()
+	if err := r.dp.Keep(); err != nil {
+		r.t.Fatal(err)
+	}
+	p := &pinDir{path: pins, lock: -1}
+	mf, err := p.readManifest()
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	change(mf)
+	if err := p.writeManifest(*mf); err != nil {
+		r.t.Fatal(err)
+	}
+	return p
 }
 
 // attachedTo lists the IDs of the links and programs on an interface's
@@ -128,7 +139,7 @@ func TestRestartAdoptsTheDataPlane(t *testing.T) {
 	}
 	after, subsAfter := r.counters(), r.subflows()
 	if after["itr_encapsulated"] != before["itr_encapsulated"]+2 || after["subflow_join"] != before["subflow_join"] {
-		t.Errorf("counters before %v, after %v", nonZeroCounters(before), nonZeroCounters(after))
+		t.Errorf("counters before %v, after %v", nonZero(before), nonZero(after))
 	}
 	if len(subsAfter) != 2 || subsAfter[0].Connection != subsBefore[0].Connection || subsAfter[1].Packets != subsBefore[1].Packets+1 {
 		t.Errorf("subflows before %+v, after %+v", subsBefore, subsAfter)
@@ -154,20 +165,9 @@ func TestRestartRefusesIncompatibleMaps(t *testing.T) {
 	r.put("10.2.0.0/16", twoPaths(true))
 	r.sendTCP(port(40000), tcpSeg{flags: syn, options: mpCapableSYN()})
 	before := r.counters()
-	if err := r.dp.Keep(); err != nil {
-		t.Fatal(err)
-	}
 	// An older lispd's subflow table, and a map-cache of other entries
 	// under the name of this one's.
-	p := &pinDir{path: pins, lock: -1}
-	mf, err := p.readManifest()
-	if err != nil {
-		t.Fatal(err)
-	}
-	mf.Maps["subflows"] = "0123456789abcdef"
-	if err := p.writeManifest(*mf); err != nil {
-		t.Fatal(err)
-	}
+	p := r.keep(pins, func(mf *manifest) { mf.Maps["subflows"] = "0123456789abcdef" })
 	other, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.LPMTrie, KeySize: 12, ValueSize: 64, MaxEntries: 16, Flags: unix.BPF_F_NO_PREALLOC})
 	if err != nil {
 		t.Fatal(err)
@@ -199,7 +199,7 @@ func TestRestartRefusesIncompatibleMaps(t *testing.T) {
 	r.put("10.2.0.0/16", twoPaths(true))
 	r.sendTCP(port(40001), tcpSeg{flags: syn})
 	if after := r.counters(); after["itr_encapsulated"] != before["itr_encapsulated"]+1 {
-		t.Errorf("counters before %v, after %v", nonZeroCounters(before), nonZeroCounters(after))
+		t.Errorf("counters before %v, after %v", nonZero(before), nonZero(after))
 	}
 }
 
@@ -232,18 +232,7 @@ func TestRestartResizesTheMapCache(t *testing.T) {
 func TestRestartWithoutAManifest(t *testing.T) {
 	pins := bpffs(t)
 	r := newRig(t, config.Dataplane{PinPath: pins}, Options{})
-	if err := r.dp.Keep(); err != nil {
-		t.Fatal(err)
-	}
-	p := &pinDir{path: pins, lock: -1}
-	mf, err := p.readManifest()
-	if err != nil {
-		t.Fatal(err)
-	}
-	mf.Format = 99
-	if err := p.writeManifest(*mf); err != nil {
-		t.Fatal(err)
-	}
+	r.keep(pins, func(mf *manifest) { mf.Format = 99 })
 	dp, err := r.restart(config.Dataplane{PinPath: pins})
 	if err != nil {
 		t.Fatal(err)
@@ -332,14 +321,4 @@ func programID(t *testing.T, p *ebpf.Program) ebpf.ProgramID {
 	}
 	id, _ := info.ID()
 	return id
-}
-
-func nonZeroCounters(c Counters) map[string]uint64 {
-	out := map[string]uint64{}
-	for k, v := range c {
-		if v != 0 {
-			out[k] = v
-		}
-	}
-	return out
 }
