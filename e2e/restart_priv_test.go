@@ -82,12 +82,11 @@ func sockets(t *testing.T, nd *testnet.Node, dst string) (retrans, cwnd int) {
 // iperf3Run is an iperf3 client and server pair, TCP or MPTCP (through
 // mptcpize), between two nodes.
 type iperf3Run struct {
-	name        string
-	client      *testnet.Process
-	report      string // the client's JSON report (-J --logfile)
-	started     time.Time
-	server      *testnet.Process
-	serverReady bool
+	name    string
+	client  *testnet.Process
+	report  string // the client's JSON report (-J --logfile)
+	started time.Time
+	server  *testnet.Process
 }
 
 func startIperf3(t *testing.T, name string, from, to *testnet.Node, local, server string, port int, mptcp bool, seconds int) *iperf3Run {
