@@ -197,6 +197,20 @@ func (prev *previous) plan(spec *ebpf.CollectionSpec) (replacements, copies map[
 	return
 }
 
+// stateMaps are the programs' maps that hold state, by name, with their
+// layouts.
+func stateMaps() map[string]string {
+	spec, err := loadLisp()
+	if err != nil {
+		return nil
+	}
+	out := map[string]string{}
+	for name := range mapsOf(spec) {
+		out[name] = layoutOf(spec.Maps[name])
+	}
+	return out
+}
+
 // mapsOf are the names of spec's maps that hold state.
 func mapsOf(spec *ebpf.CollectionSpec) func(func(string) bool) {
 	return func(yield func(string) bool) {

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -153,15 +155,28 @@ func (p *pinDir) file(name string) string {
 	return filepath.Join(p.path, strings.ReplaceAll(strings.TrimPrefix(name, "."), ".", "_"))
 }
 
-// clear removes every pin in the directory (the objects this process
-// holds stay).
+// clear removes the pins of data planes in the directory (the objects
+// this process holds stay): the manifest, the links and the maps that
+// this lispd's programs or the manifest name. Anything else is left, in
+// case pin-path names a directory that holds more.
 func (p *pinDir) clear() error {
 	entries, err := os.ReadDir(p.path)
 	if err != nil {
 		return err
 	}
+	ours := map[string]bool{manifestName: true}
+	names := slices.Collect(maps.Keys(stateMaps()))
+	if mf, err := p.readManifest(); err == nil {
+		names = slices.AppendSeq(names, maps.Keys(mf.Maps))
+	}
+	for _, name := range names {
+		ours[filepath.Base(p.file(name))] = true
+	}
 	var errs []error
 	for _, e := range entries {
+		if !ours[e.Name()] && !strings.HasPrefix(e.Name(), "link-") {
+			continue
+		}
 		if err := os.Remove(filepath.Join(p.path, e.Name())); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, err)
 		}
@@ -169,11 +184,14 @@ func (p *pinDir) clear() error {
 	return errors.Join(errs...)
 }
 
-// remove removes the directory and its pins, and unlocks it.
+// remove removes the data plane's pins and the directory, unless it
+// holds more, and unlocks it.
 func (p *pinDir) remove() error {
 	err := p.clear()
 	if err == nil {
-		err = os.Remove(p.path)
+		if err = os.Remove(p.path); errors.Is(err, unix.ENOTEMPTY) || errors.Is(err, unix.EBUSY) {
+			err = nil // not only ours, or a mount point
+		}
 	}
 	p.unlock()
 	return err

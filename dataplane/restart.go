@@ -77,7 +77,7 @@ func (d *Dataplane) openPins(configured string) (*previous, error) {
 func (d *Dataplane) loadAdopting(spec *ebpf.CollectionSpec, prev *previous) error {
 	d.layouts = map[string]string{}
 	for name := range mapsOf(spec) {
-		d.layouts[name] = layoutOf(spec.Maps[name])
+		d.layouts[name] = layoutOf(spec.Maps[name]) // sizes set: as loaded
 	}
 	replacements, copies := prev.plan(spec)
 	err := spec.LoadAndAssign(&d.objs, &ebpf.CollectionOptions{MapReplacements: replacements})

@@ -322,3 +322,26 @@ func programID(t *testing.T, p *ebpf.Program) ebpf.ProgramID {
 	id, _ := info.ID()
 	return id
 }
+
+// Stopping for good removes the data plane's pins and no other file of
+// the directory: pin-path may name one that holds more.
+func TestStopLeavesOthersPins(t *testing.T) {
+	pins := bpffs(t)
+	r := newRig(t, config.Dataplane{PinPath: pins, KeepOnExit: true}, Options{})
+	other, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.Array, KeySize: 4, ValueSize: 4, MaxEntries: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if err := other.Pin(filepath.Join(pins, "someone_elses")); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.dp.Close(); err != nil {
+		t.Fatal(err)
+	}
+	entries, _ := os.ReadDir(pins)
+	if len(entries) != 1 || entries[0].Name() != "someone_elses" {
+		t.Errorf("left in the pin directory: %v", entries)
+	}
+	r.waitDetached(r.eid)
+}
