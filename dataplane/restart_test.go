@@ -345,3 +345,34 @@ func TestStopLeavesOthersPins(t *testing.T) {
 	}
 	r.waitDetached(r.eid)
 }
+
+// Counters of a lispd with another list of counters are carried over by
+// name: one it does not know is dropped, one it did not have starts at 0.
+func TestRestartCarriesCountersByName(t *testing.T) {
+	pins := bpffs(t)
+	r := newRig(t, config.Dataplane{PinPath: pins}, Options{})
+	r.put("10.2.0.0/16", twoPaths(true))
+	r.sendTCP(port(40000), tcpSeg{flags: syn})
+	before := r.counters()
+	// As an older lispd whose first two counters came in the other order
+	// and which had no itr_link_local.
+	r.keep(pins, func(mf *manifest) {
+		names := slices.Clone(counterNames)
+		names[0], names[1] = names[1], names[0]
+		mf.Counters = slices.DeleteFunc(names, func(s string) bool { return s == "itr_link_local" })
+	})
+	dp, err := r.restart(config.Dataplane{PinPath: pins})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := dp.Adoption(); !slices.Contains(a.Copied, "counters") || len(a.Refused) != 0 {
+		t.Errorf("adoption %+v", a)
+	}
+	after := r.counters()
+	// What the old map held at index 0 was, by the manifest's names,
+	// itr_natively_forwarded: it lands there.
+	if after["itr_natively_forwarded"] != before["itr_encapsulated"] || after["itr_encapsulated"] != before["itr_natively_forwarded"] ||
+		after["subflow_new"] != before["subflow_new"] {
+		t.Errorf("counters before %v, after %v", nonZero(before), nonZero(after))
+	}
+}
