@@ -67,9 +67,14 @@ type Log struct {
 }
 
 // Logger returns the logger these settings describe, writing to w.
-func (l Log) Logger(w io.Writer) *slog.Logger {
-	var level slog.Level
-	level.UnmarshalText([]byte(l.Level)) // validated
+func (l Log) Logger(w io.Writer) *slog.Logger { return l.LoggerAt(w, new(slog.LevelVar)) }
+
+// LoggerAt is Logger with its level in level, set to l's: a reload
+// changes it there.
+func (l Log) LoggerAt(w io.Writer, level *slog.LevelVar) *slog.Logger {
+	var lv slog.Level
+	lv.UnmarshalText([]byte(l.Level)) // validated
+	level.Set(lv)
 	opts := &slog.HandlerOptions{Level: level}
 	if l.Format == "json" {
 		return slog.New(slog.NewJSONHandler(w, opts))

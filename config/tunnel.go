@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"net/netip"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -63,6 +64,17 @@ type Dataplane struct {
 	// GSO super-packets on to the other namespace, whose UDP socket
 	// delivers them unfinished (docs/routers.md).
 	CompleteChecksums []string `yaml:"complete-checksums"`
+	// PinPath is the directory, on a BPF file system, where the data
+	// plane is pinned so that a restart of lispd keeps it forwarding and
+	// the next lispd adopts it (docs/routers.md). Left out, a directory
+	// under /sys/fs/bpf/amptcp named after the network namespace; "off"
+	// detaches the data plane at every exit.
+	PinPath string `yaml:"pin-path"`
+	// KeepOnExit leaves the data plane forwarding, pinned, when lispd
+	// exits on SIGTERM or SIGINT too, for a supervisor that restarts
+	// lispd by stopping and starting it; `lispd stop` then stops for
+	// good. Off by default: only `lispd restart` keeps it.
+	KeepOnExit bool `yaml:"keep-on-exit"`
 }
 
 // MapCache configures how tunnel routers resolve and keep mappings.
@@ -83,6 +95,23 @@ type MapCache struct {
 	// probes in a row and up again at the first answer.
 	ProbeInterval *Duration `yaml:"probe-interval"`
 	ProbeMisses   int       `yaml:"probe-misses"`
+	// Static are entries given here rather than resolved: they never
+	// expire and Map-Replies do not replace them; a reload (SIGHUP)
+	// applies their changes.
+	Static []StaticMapping `yaml:"static"`
+}
+
+// StaticMapping is a map-cache entry of the configuration: an EID-prefix
+// and its locators (plain RLOCs and ELPs, in the order of their path
+// IDs), or, without locators, what to do with its packets.
+type StaticMapping struct {
+	EIDPrefix string `yaml:"eid-prefix"`
+	// InstanceID of the prefix; left out, dataplane.instance-id.
+	InstanceID *uint32         `yaml:"instance-id"`
+	Locators   []LocatorConfig `yaml:"locators"`
+	// Action of an entry without locators: natively-forward, drop or
+	// send-map-request.
+	Action string `yaml:"action"`
 }
 
 // XTR configures what the xtr role registers and with whom.
@@ -301,6 +330,12 @@ func (dp *Dataplane) validate(ck *checker, xtr bool) {
 	if dp.SubflowIdleTimeout.Duration < time.Second {
 		ck.add("dataplane.subflow-idle-timeout", "must be at least 1s")
 	}
+	if p := dp.PinPath; p != "" && p != "off" && !filepath.IsAbs(p) {
+		ck.add("dataplane.pin-path", "%q is not an absolute path (or off)", p)
+	}
+	if dp.KeepOnExit && dp.PinPath == "off" {
+		ck.add("dataplane.keep-on-exit", "needs pinning, which pin-path off turns off")
+	}
 }
 
 // validateGateways checks that port-sum source selection has a gateway
@@ -358,6 +393,39 @@ func (mc *MapCache) validate(ck *checker) {
 	}
 	if mc.ProbeMisses < 1 {
 		ck.add("map-cache.probe-misses", "must be at least 1")
+	}
+	seen := map[string]string{}
+	for i, st := range mc.Static {
+		path := fmt.Sprintf("map-cache.static[%d]", i)
+		p, err := (EIDPrefix{Prefix: st.EIDPrefix}).Parse()
+		if err != nil {
+			ck.add(path+".eid-prefix", "%v", err)
+		} else if iid := st.InstanceID; iid != nil && *iid > 0xffffff {
+			ck.add(path+".instance-id", "%d exceeds the 24 bits of an instance ID", *iid)
+		} else {
+			k := p.String()
+			if st.InstanceID != nil {
+				k = fmt.Sprintf("[%d]%s", *st.InstanceID, p)
+			}
+			if other, ok := seen[k]; ok {
+				ck.add(path+".eid-prefix", "%s is already %s", p, other)
+			}
+			seen[k] = path
+		}
+		switch {
+		case len(st.Locators) == 0 && st.Action == "":
+			ck.add(path, "missing: give locators, or an action for a negative entry")
+		case len(st.Locators) > 0 && st.Action != "":
+			ck.add(path+".action", "set with locators: an entry with locators encapsulates")
+		case st.Action != "":
+			oneOf(ck, path+".action", st.Action, "natively-forward", "drop", "send-map-request")
+		}
+		if len(st.Locators) > MaxPaths {
+			ck.add(path+".locators", "%d locators: the data plane takes at most %d", len(st.Locators), MaxPaths)
+		}
+		for j, l := range st.Locators {
+			l.validate(ck, fmt.Sprintf("%s.locators[%d]", path, j))
+		}
 	}
 }
 

@@ -114,6 +114,46 @@ xtr:
 	}
 }
 
+// The restart settings and static map-cache entries name what is wrong.
+func TestRestartAndStaticErrors(t *testing.T) {
+	_, err := Parse([]byte(`
+roles: [rtr]
+dataplane: {rloc-interfaces: [eth0], pin-path: off, keep-on-exit: true}
+map-cache:
+  map-resolvers: [192.0.2.1]
+  static:
+    - {eid-prefix: 10.3.0.0/16}
+    - {eid-prefix: 10.3.0.0/16, action: drop, locators: [{address: 192.0.2.7}]}
+    - {eid-prefix: 10.4.0.1/16, action: forward}
+    - {eid-prefix: 10.5.0.0/16, instance-id: 16777216, locators: [{elp: [192.0.2.9]}]}
+`))
+	want := []string{
+		"dataplane.keep-on-exit: needs pinning, which pin-path off turns off",
+		"map-cache.static[0]: missing: give locators, or an action",
+		"map-cache.static[1].eid-prefix: 10.3.0.0/16 is already map-cache.static[0]",
+		"map-cache.static[1].action: set with locators",
+		"map-cache.static[2].eid-prefix: 10.4.0.1/16 has host bits set",
+		`map-cache.static[2].action: "forward" is not one of`,
+		"map-cache.static[3].instance-id: 16777216 exceeds the 24 bits",
+		"map-cache.static[3].locators[0].elp: an ELP has at least two hops",
+	}
+	if err == nil {
+		t.Fatal("invalid configuration accepted")
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("no error %q in:\n%s", w, err)
+		}
+	}
+	if n := len(err.(Errors)); n != len(want) {
+		t.Errorf("%d errors, want %d:\n%s", n, len(want), err)
+	}
+	if _, err := Parse([]byte("roles: [rtr]\ndataplane: {rloc-interfaces: [eth0], pin-path: bpf/x}\nmap-cache: {map-resolvers: [192.0.2.1]}\n")); err == nil ||
+		!strings.Contains(err.Error(), `dataplane.pin-path: "bpf/x" is not an absolute path (or off)`) {
+		t.Errorf("relative pin-path: %v", err)
+	}
+}
+
 func TestTunnelErrors(t *testing.T) {
 	_, err := Parse([]byte(`
 roles: [xtr]

@@ -9,8 +9,10 @@ import (
 )
 
 // The control socket (internal/ctlsock) answers {"command": "status"}
-// with {"status": {...}}, "counters" with the counters, and "memory" by
-// collecting garbage and reporting the heap.
+// with {"status": {...}}, "counters" with the counters, "memory" by
+// collecting garbage and reporting the heap; "reload" reloads the
+// configuration, "restart" restarts lispd keeping the data plane, "stop"
+// stops it for good.
 
 // Memory is the daemon's memory after a garbage collection: what its
 // registrations really take, for `amptcp bench`.
@@ -42,8 +44,18 @@ func (d *Daemon) serveControl(ctx context.Context) {
 			return d.Counters(), nil
 		case "memory":
 			return d.memory(), nil
+		case "reload":
+			return d.Reload(), nil
+		case "restart":
+			if err := d.Restart(); err != nil {
+				return nil, err
+			}
+			return d.restartStatus(), nil
+		case "stop":
+			d.Stop()
+			return d.restartStatus(), nil
 		}
-		return nil, fmt.Errorf("unknown command %q (status, counters, memory)", command)
+		return nil, fmt.Errorf("unknown command %q (status, counters, memory, reload, restart, stop)", command)
 	})
 }
 
@@ -64,6 +76,17 @@ func QueryCounters(path string) (*Counters, error) {
 		return nil, err
 	}
 	return &cs, nil
+}
+
+// ErrNotRunning is in the errors of the queries when no lispd answers
+// at the control socket.
+var ErrNotRunning = ctlsock.ErrNotRunning
+
+// Ask sends a command that changes the running lispd at the control
+// socket path ("reload", "restart", "stop") and decodes its answer into
+// v.
+func Ask(path, command string, v any) error {
+	return ctlsock.Query(path, "lispd", command, v)
 }
 
 // QueryMemory asks the lispd at the control socket path to collect

@@ -25,9 +25,14 @@ import (
 
 // Daemon is a running lispd.
 type Daemon struct {
-	cfg     *config.Config
 	log     *slog.Logger
 	started time.Time
+	opts    options
+
+	mu         sync.Mutex
+	cfg        *config.Config // as running: what reloads applied
+	lastReload *Reload
+	exit       chan exit // asks Run to end: Restart, Stop
 
 	ms  *mapserver.Server // nil unless the map-server role runs
 	mr  *resolver.Resolver
@@ -50,7 +55,7 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Daemon, error) 
 	for _, opt := range opts {
 		opt(&o)
 	}
-	d := &Daemon{cfg: cfg, log: log, started: time.Now()}
+	d := &Daemon{cfg: cfg, log: log, started: time.Now(), opts: o, exit: make(chan exit, 1)}
 	if cfg.Has(config.RoleMapServer) {
 		ms, err := mapserver.New(cfg.MapServer, log)
 		if err != nil {
@@ -125,9 +130,15 @@ func (d *Daemon) XTR() *xtr.XTR {
 	return d.tun.xtr
 }
 
-// Run serves the control sockets until ctx is done, then closes them.
+// Run serves the control sockets until ctx is done (SIGTERM, SIGINT),
+// Stop or Restart, then closes them. The data plane of the tunnel roles
+// is detached, unless lispd restarts or keep-on-exit keeps it: then it
+// stays pinned, forwarding, for the next lispd. After Restart, Run
+// returns ErrRestart.
 func (d *Daemon) Run(ctx context.Context) error {
-	d.log.Info("lispd running", "roles", d.cfg.Roles, "listen", d.Addrs())
+	d.log.Info("lispd running", "roles", d.config().Roles, "listen", d.Addrs())
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	var wg sync.WaitGroup
 	for _, c := range d.conns {
 		wg.Go(func() { d.serve(c) })
@@ -144,19 +155,30 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if d.tun != nil {
 		d.tun.run(ctx, &wg)
 	}
-	<-ctx.Done()
+	how := exitSignal
+	select {
+	case <-ctx.Done():
+	case how = <-d.exit:
+	}
+	cancel()
 	d.closeSockets()
 	wg.Wait()
 	// The data plane goes last: until the loops return, they use it.
-	d.closeDataplane()
+	keep := how == exitRestart || (how == exitSignal && d.config().Dataplane != nil && d.config().Dataplane.KeepOnExit)
+	d.closeDataplane(keep)
+	if how == exitRestart {
+		d.log.Info("lispd restarting")
+		return ErrRestart
+	}
 	d.log.Info("lispd stopped")
 	return nil
 }
 
-// Close closes the sockets, then the data plane; serving loops return.
+// Close closes the sockets, then detaches the data plane; serving loops
+// return.
 func (d *Daemon) Close() {
 	d.closeSockets()
-	d.closeDataplane()
+	d.closeDataplane(false)
 }
 
 func (d *Daemon) closeSockets() {
@@ -168,11 +190,16 @@ func (d *Daemon) closeSockets() {
 	}
 }
 
-func (d *Daemon) closeDataplane() {
-	if d.tun != nil {
-		if err := d.tun.closeDataplane(); err != nil {
-			d.log.Warn("close the data plane", "error", err)
-		}
+func (d *Daemon) closeDataplane(keep bool) {
+	if d.tun == nil {
+		return
+	}
+	if err := d.tun.closeDataplane(keep); err != nil {
+		d.log.Error("close the data plane", "error", err)
+		return
+	}
+	if keep {
+		d.log.Info("data plane left forwarding for the next lispd", "pin_path", d.tun.dp.Pinning().Path)
 	}
 }
 

@@ -34,6 +34,8 @@ type Status struct {
 	MapCache     []mapcache.Entry         `json:"map_cache,omitempty"`
 	Probes       []probe.Locator          `json:"probes,omitempty"`
 	Dataplane    *DataplaneStatus         `json:"dataplane,omitempty"`
+	// LastReload is what the last configuration reload did.
+	LastReload *Reload `json:"last_reload,omitempty"`
 }
 
 // Counters are the daemon's counters, by name: the control socket and
@@ -136,10 +138,14 @@ func (d *Daemon) Counters() Counters {
 
 // Status returns a snapshot of the daemon.
 func (d *Daemon) Status() Status {
+	cfg := d.config()
 	st := Status{
-		Version: buildinfo.Version, Started: d.started, Roles: d.cfg.Roles,
+		Version: buildinfo.Version, Started: d.started, Roles: cfg.Roles,
 		Counters: d.Counters(),
 	}
+	d.mu.Lock()
+	st.LastReload = d.lastReload
+	d.mu.Unlock()
 	for _, a := range d.Addrs() {
 		st.Listen = append(st.Listen, a.String())
 	}
@@ -149,7 +155,7 @@ func (d *Daemon) Status() Status {
 	}
 	d.ddtStatus(&st)
 	if d.tun != nil {
-		if d.cfg.Has(config.RoleXTR) {
+		if cfg.Has(config.RoleXTR) {
 			x := d.tun.xtr.Status()
 			st.XTR = &x
 		}

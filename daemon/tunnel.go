@@ -2,7 +2,9 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"sync"
 
@@ -24,6 +26,15 @@ type Dataplane interface {
 	LocalRLOCs() []netip.Addr
 	Subflows() ([]dataplane.Subflow, error)
 	Counters() (dataplane.Counters, error)
+	// Stored lists the map-cache entries the data plane held when it
+	// started (adopted from the lispd before); Adoption says what it
+	// took over; Pinning where it is kept across restarts.
+	Stored() []dataplane.StoredEntry
+	Adoption() *dataplane.Adoption
+	Pinning() dataplane.Pinning
+	// Keep leaves the data plane forwarding, pinned, for the next lispd;
+	// Close detaches it.
+	Keep() error
 	Close() error
 }
 
@@ -44,6 +55,8 @@ type Option func(*options)
 
 type options struct {
 	dataplane DataplaneFunc
+	cfgFile   string         // what Reload reads and Restart checks
+	level     *slog.LevelVar // what Reload sets log.level in
 }
 
 // WithDataplane replaces the data plane that the xtr and rtr roles drive,
@@ -62,6 +75,11 @@ type tunnel struct {
 	prober *probe.Prober // nil with probing off
 	close  sync.Once
 }
+
+// A tunnel starts with what the data plane adopted from the lispd
+// before it: the site's prefixes and the static entries are installed
+// first, then the rest of the adopted map-cache is taken over, to be
+// asked for again.
 
 // newTunnel builds the tunnel roles of a validated configuration, once
 // d's sockets are open: the roles send through them, from Run on.
@@ -110,6 +128,13 @@ func (d *Daemon) newTunnel(cfg *config.Config, newDP DataplaneFunc) (*tunnel, er
 		t.dp.Close()
 		return nil, fmt.Errorf("map-cache: site's EID-prefixes: %w", err)
 	}
+	if _, err := t.cache.SetStatic(cfg.MapCache.Static, cfg.Dataplane.InstanceID); err != nil {
+		t.dp.Close()
+		return nil, err
+	}
+	if n := t.cache.Adopt(dp.Stored()); n > 0 {
+		d.log.Info("map-cache entries adopted: asking for each again", "entries", n)
+	}
 	return t, nil
 }
 
@@ -131,10 +156,19 @@ func (t *tunnel) run(ctx context.Context, wg *sync.WaitGroup) {
 	}
 }
 
-// closeDataplane detaches the data plane, once.
-func (t *tunnel) closeDataplane() error {
+// closeDataplane detaches the data plane, or, with keep, leaves it
+// pinned for the next lispd; once. A data plane that cannot be kept is
+// detached, and the error says why.
+func (t *tunnel) closeDataplane(keep bool) error {
 	var err error
-	t.close.Do(func() { err = t.dp.Close() })
+	t.close.Do(func() {
+		if keep {
+			if err = t.dp.Keep(); err == nil {
+				return
+			}
+		}
+		err = errors.Join(err, t.dp.Close())
+	})
 	return err
 }
 

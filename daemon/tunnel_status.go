@@ -6,6 +6,7 @@ import (
 
 	"github.com/amptcp/amptcp/control/mapcache"
 	"github.com/amptcp/amptcp/control/xtr"
+	"github.com/amptcp/amptcp/dataplane"
 )
 
 // TunnelCounters are the counters of the xtr and rtr roles.
@@ -92,6 +93,10 @@ type DataplaneStatus struct {
 	Counters map[string]uint64 `json:"counters,omitempty"`
 	Subflows []SubflowStatus   `json:"subflows,omitempty"`
 	Error    string            `json:"error,omitempty"`
+	// Pinning is where the data plane is kept across restarts;
+	// Adoption what it took over from the lispd before, if anything.
+	Pinning  dataplane.Pinning   `json:"pinning"`
+	Adoption *dataplane.Adoption `json:"adoption,omitempty"`
 }
 
 // SubflowStatus is an MPTCP subflow bound to a path.
@@ -109,7 +114,7 @@ type SubflowStatus struct {
 }
 
 func (t *tunnel) dataplaneStatus() *DataplaneStatus {
-	st := &DataplaneStatus{}
+	st := &DataplaneStatus{Pinning: t.dp.Pinning(), Adoption: t.dp.Adoption()}
 	var errs []string
 	if c, err := t.dp.Counters(); err != nil {
 		errs = append(errs, "counters: "+err.Error())

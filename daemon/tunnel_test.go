@@ -30,6 +30,9 @@ type fakeDP struct {
 	entries map[dataplane.Key]dataplane.Entry
 	puts    map[dataplane.Key]int
 	closed  bool
+	kept    bool
+	stored  []dataplane.StoredEntry // what it "adopted"
+	pinned  string                  // its pin path; "" for none
 }
 
 func newFakeDP(rlocs ...string) *fakeDP {
@@ -78,6 +81,35 @@ func (f *fakeDP) Subflows() ([]dataplane.Subflow, error) {
 
 func (f *fakeDP) Counters() (dataplane.Counters, error) {
 	return dataplane.Counters{"itr_encapsulated": 42}, nil
+}
+
+func (f *fakeDP) Stored() []dataplane.StoredEntry { return f.stored }
+func (f *fakeDP) Adoption() *dataplane.Adoption {
+	if f.stored == nil {
+		return nil
+	}
+	return &dataplane.Adoption{Entries: len(f.stored)}
+}
+
+func (f *fakeDP) Pinning() dataplane.Pinning {
+	if f.pinned == "" {
+		return dataplane.Pinning{Error: "dataplane.pin-path is off"}
+	}
+	return dataplane.Pinning{Path: f.pinned}
+}
+
+// Keep keeps the data plane as Close would close it.
+func (f *fakeDP) Keep() error {
+	if f.pinned == "" {
+		return fmt.Errorf("cannot keep the data plane: no pinning")
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	f.kept = true
+	f.mu.Unlock()
+	return nil
 }
 
 func (f *fakeDP) Close() error {

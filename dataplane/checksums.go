@@ -19,8 +19,11 @@ type completed struct {
 }
 
 // completeChecksums turns the offload off on the named interfaces, in the
-// calling thread's namespace, where it is on.
-func completeChecksums(names []string) (*completed, error) {
+// calling thread's namespace, where it is on. A data plane adopted from
+// the lispd before (a restart) takes the interfaces it finds off as its
+// own: that lispd turned them off and left them so, to be turned on again
+// at the stop for good.
+func completeChecksums(names []string, adopted bool) (*completed, error) {
 	if len(names) == 0 {
 		return nil, nil
 	}
@@ -31,10 +34,13 @@ func completeChecksums(names []string) (*completed, error) {
 	c := &completed{h: h}
 	for i, name := range names {
 		on, err := h.Get(name, ethtool.TxChecksum)
-		if err == nil && on {
+		switch {
+		case err == nil && on:
 			if err = h.Set(name, ethtool.TxChecksum, false); err == nil {
 				c.ifaces = append(c.ifaces, name)
 			}
+		case err == nil && adopted:
+			c.ifaces = append(c.ifaces, name)
 		}
 		if err != nil {
 			return nil, errors.Join(fmt.Errorf("dataplane.complete-checksums[%d]: %w", i, err), c.restore())
@@ -56,4 +62,13 @@ func (c *completed) restore() error {
 		}
 	}
 	return errors.Join(append(errs, c.h.Close())...)
+}
+
+// release lets the interfaces be as they are, for the next lispd to
+// adopt; a nil c has nothing to do.
+func (c *completed) release() error {
+	if c == nil {
+		return nil
+	}
+	return c.h.Close()
 }

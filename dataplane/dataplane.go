@@ -36,12 +36,19 @@ type Options struct {
 type Dataplane struct {
 	cfg   *config.Dataplane
 	log   *slog.Logger
-	objs  lispObjects
-	links []link.Link
+	objs  objects
+	links []attached
 	rlocs []netip.Addr
 
 	// completed: RLOC interfaces whose checksum offload is off.
 	completed *completed
+	pins     *pinDir           // held while running; nil when pinning is off or impossible
+	pinErr   error             // why there are no pins
+	pinned   bool              // the pins are this data plane's
+	layouts  map[string]string // of the maps pinned, by name
+	counters *counterCopy      // counters copied from the lispd before, by name
+	adoption *Adoption         // nil when there was nothing to adopt
+	stored   []StoredEntry     // the map-cache entries found at start
 
 	misses   chan Miss
 	reader   *ringbuf.Reader
@@ -51,9 +58,30 @@ type Dataplane struct {
 	once     sync.Once
 }
 
+// objects are the programs and maps as loaded, and the global data that
+// holds state (the subflow hints' epoch), pinned with the maps.
+type objects struct {
+	lispObjects
+	Data *ebpf.Map `ebpf:".data"`
+}
+
+func (o *objects) Close() error {
+	return errors.Join(o.lispObjects.Close(), o.Data.Close())
+}
+
+// attached is a program's TCX link on an interface.
+type attached struct {
+	ifindex int
+	link    link.Link
+}
+
 // New loads the programs and maps, attaches the ITR to cfg's EID
-// interfaces and the ETR/RTR to its RLOC interfaces. Close detaches them.
-// It needs CAP_BPF and CAP_NET_ADMIN.
+// interfaces and the ETR/RTR to its RLOC interfaces. When a lispd before
+// it left the data plane pinned in cfg's pin-path, New takes over its
+// maps (map-cache, subflow table, counters) as far as their layout
+// allows and replaces the programs in its links, one atomic update per
+// interface. Close detaches the programs; Keep leaves them for the next
+// lispd. It needs CAP_BPF and CAP_NET_ADMIN.
 func New(cfg *config.Dataplane, opts Options) (*Dataplane, error) {
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
@@ -74,31 +102,41 @@ func New(cfg *config.Dataplane, opts Options) (*Dataplane, error) {
 		return nil, err
 	}
 	d := &Dataplane{cfg: cfg, log: opts.Log, misses: make(chan Miss, 1024), stop: make(chan struct{})}
-	if err := d.load(cfg, opts, rlocs, egress); err != nil {
+	prev, err := d.openPins(cfg.PinPath)
+	if err != nil {
 		return nil, err
 	}
-	if d.completed, err = completeChecksums(cfg.CompleteChecksums); err != nil {
-		d.Close()
+	defer prev.close()
+	if err := d.load(cfg, opts, rlocs, egress, prev); err != nil {
+		d.abort()
+		return nil, err
+	}
+	if d.completed, err = completeChecksums(cfg.CompleteChecksums, d.adoption != nil); err != nil {
+		d.abort()
 		return nil, err
 	}
 	if err := d.setRLOCs(rlocs, egress); err != nil {
-		d.Close()
+		d.abort()
 		return nil, err
 	}
 	for _, ifc := range eids {
-		if err := d.attach(ifc, d.objs.Itr); err != nil {
-			d.Close()
+		if err := d.attach(ifc, d.objs.Itr, prev); err != nil {
+			d.abort()
 			return nil, err
 		}
 	}
 	for _, ifc := range underlay {
-		if err := d.attach(ifc, d.objs.Underlay); err != nil {
-			d.Close()
+		if err := d.attach(ifc, d.objs.Underlay, prev); err != nil {
+			d.abort()
 			return nil, err
 		}
 	}
+	if err := d.settle(prev); err != nil {
+		d.abort()
+		return nil, err
+	}
 	if d.reader, err = ringbuf.NewReader(d.objs.Misses); err != nil {
-		d.Close()
+		d.abort()
 		return nil, fmt.Errorf("dataplane: read misses: %w", err)
 	}
 	d.wg.Go(d.readMisses)
@@ -124,7 +162,7 @@ func interfaces(field string, names []string) ([]*net.Interface, error) {
 
 // load sets the programs' settings (with the first RLOCs and RLOC
 // interfaces) and the maps' sizes, and loads them into the kernel.
-func (d *Dataplane) load(cfg *config.Dataplane, opts Options, rlocs []localRLOC, egress []lispEgressIf) error {
+func (d *Dataplane) load(cfg *config.Dataplane, opts Options, rlocs []localRLOC, egress []lispEgressIf, prev *previous) error {
 	spec, err := loadLisp()
 	if err != nil {
 		return fmt.Errorf("dataplane: %w", err)
@@ -163,14 +201,7 @@ func (d *Dataplane) load(cfg *config.Dataplane, opts Options, rlocs []localRLOC,
 		spec.Maps["mapcache4"].MaxEntries = uint32(n)
 		spec.Maps["mapcache6"].MaxEntries = uint32(n)
 	}
-	if err := spec.LoadAndAssign(&d.objs, nil); err != nil {
-		var ve *ebpf.VerifierError
-		if errors.As(err, &ve) {
-			return fmt.Errorf("dataplane: the kernel refused the programs: %+v", ve)
-		}
-		return fmt.Errorf("dataplane: load the programs: %w", err)
-	}
-	return nil
+	return d.loadAdopting(spec, prev)
 }
 
 func flag(b bool) uint8 {
@@ -269,13 +300,26 @@ func (d *Dataplane) setRLOCs(rlocs []localRLOC, egress []lispEgressIf) error {
 	return nil
 }
 
-// attach puts prog on the interface's tc ingress with TCX (Linux 6.6).
-func (d *Dataplane) attach(ifc *net.Interface, prog *ebpf.Program) error {
+// attach puts prog on the interface's tc ingress with TCX (Linux 6.6):
+// in the link the lispd before left there, atomically replacing its
+// program, or in a new link.
+func (d *Dataplane) attach(ifc *net.Interface, prog *ebpf.Program, prev *previous) error {
+	if l := prev.takeLink(ifc.Index); l != nil {
+		if err := l.Update(prog); err == nil {
+			d.links = append(d.links, attached{ifc.Index, l})
+			prev.adoption.Links++
+			return nil
+		} else {
+			d.log.Warn("cannot replace the program in place: attaching anew", "interface", ifc.Name, "error", err)
+			l.Unpin()
+			l.Close()
+		}
+	}
 	l, err := link.AttachTCX(link.TCXOptions{Interface: ifc.Index, Program: prog, Attach: ebpf.AttachTCXIngress})
 	if err != nil {
 		return fmt.Errorf("dataplane: attach to %s (tcx needs Linux 6.6 or later): %w", ifc.Name, err)
 	}
-	d.links = append(d.links, l)
+	d.links = append(d.links, attached{ifc.Index, l})
 	return nil
 }
 
@@ -312,24 +356,63 @@ func (d *Dataplane) Misses() <-chan Miss { return d.misses }
 // LocalRLOCs are the addresses of the RLOC interfaces.
 func (d *Dataplane) LocalRLOCs() []netip.Addr { return slices.Clone(d.rlocs) }
 
-// Close detaches the programs, frees the maps and gives the RLOC
-// interfaces their checksum offload back.
+// Close detaches the programs and frees the maps: lispd stops for good.
+// What was pinned goes too, and the RLOC interfaces get their checksum
+// offload back.
 func (d *Dataplane) Close() error {
 	d.once.Do(func() {
-		close(d.stop)
-		if d.reader != nil {
-			d.reader.Close()
-		}
-		d.wg.Wait()
-		close(d.misses)
+		d.stopLoops()
 		var errs []error
-		for _, l := range d.links {
-			errs = append(errs, l.Close())
+		if d.pins != nil {
+			errs = append(errs, d.pins.remove())
+		}
+		for _, a := range d.links {
+			errs = append(errs, a.link.Close())
 		}
 		errs = append(errs, d.objs.Close(), d.completed.restore())
 		d.closeErr = errors.Join(errs...)
 	})
 	return d.closeErr
+}
+
+// Keep pins the data plane for the next lispd, which adopts it, and
+// releases it: the programs go on forwarding with the maps as they are.
+// Without pinning it fails and changes nothing: Close the data plane
+// then.
+func (d *Dataplane) Keep() error {
+	if d.pins == nil {
+		return fmt.Errorf("dataplane: cannot keep the data plane for a restart: %w", d.pinErr)
+	}
+	var err error
+	d.once.Do(func() {
+		d.stopLoops()
+		if !d.pinned {
+			err = d.pin()
+		}
+		if err != nil {
+			d.pins.remove() // half a data plane must not be adopted
+		} else {
+			d.pins.unlock()
+			d.log.Info("data plane pinned for the next lispd", "pin_path", d.pins.path)
+		}
+		for _, a := range d.links {
+			a.link.Close() // pinned, it stays attached
+		}
+		d.objs.Close()
+		d.completed.release() // the next lispd turns the offload on at its stop for good
+		d.closeErr = err
+	})
+	return err
+}
+
+// stopLoops stops reading misses and sweeping subflows.
+func (d *Dataplane) stopLoops() {
+	close(d.stop)
+	if d.reader != nil {
+		d.reader.Close()
+	}
+	d.wg.Wait()
+	close(d.misses)
 }
 
 // readMisses passes the ring buffer's misses on, dropping them when the

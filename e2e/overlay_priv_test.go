@@ -31,8 +31,9 @@ import (
 // answers forwarded Map-Requests itself.
 type overlay struct {
 	hostA, xtrA, rtr1, rtr2, xtrB, hostB, ms *testnet.Node
-	aR1, aR2, r1B, r2B                       *testnet.Link
+	aR1, aR2, r1B, r2B, siteA, siteB         *testnet.Link
 	sockA, sockB, sockR1, sockR2, sockMS     string
+	lispds                                   map[string]*lispd // the tunnel routers', by node name
 }
 
 const overlayKey = "overlay secret"
@@ -40,19 +41,40 @@ const overlayKey = "overlay secret"
 // steering, if not empty, is added to the xTRs' dataplane settings (e.g.
 // "path-selection: port-sum").
 func newOverlay(t *testing.T, steering string) *overlay {
-	if steering != "" {
-		steering = ", " + steering
+	return buildOverlay(t, overlayOptions{steering: steering})
+}
+
+// overlayOptions change the tunnel routers' data plane settings: steering
+// those of both xTRs, dataplane those of one router, by node name.
+type overlayOptions struct {
+	steering  string
+	dataplane map[string]string
+}
+
+func buildOverlay(t *testing.T, opts overlayOptions) *overlay {
+	steering := ""
+	if opts.steering != "" {
+		steering = ", " + opts.steering
+	}
+	extra := func(name string) string {
+		if s := opts.dataplane[name]; s != "" {
+			return ", " + s
+		}
+		return ""
 	}
 	n := testnet.New(t)
 	o := &overlay{hostA: n.Node("hosta"), xtrA: n.Node("xtra"), rtr1: n.Node("rtr1"), rtr2: n.Node("rtr2"),
 		xtrB: n.Node("xtrb"), hostB: n.Node("hostb"), ms: n.Node("ms")}
 	siteA := n.Link(o.hostA, o.xtrA, "10.1.0.1/24,10.1.0.2/24", "10.1.0.254/24")
+	o.siteA = siteA
 	n.Link(o.xtrA, o.ms, "10.0.100.1/24", "10.0.100.2/24")
 	o.aR1 = n.Link(o.xtrA, o.rtr1, "10.0.11.1/24", "10.0.11.2/24")
 	o.aR2 = n.Link(o.xtrA, o.rtr2, "10.0.12.1/24", "10.0.12.2/24")
 	o.r1B = n.Link(o.rtr1, o.xtrB, "10.0.21.1/24", "10.0.21.2/24")
 	o.r2B = n.Link(o.rtr2, o.xtrB, "10.0.22.1/24", "10.0.22.2/24")
 	siteB := n.Link(o.xtrB, o.hostB, "10.2.0.254/24", "10.2.0.1/24")
+	o.siteB = siteB
+	names := map[*testnet.Node]string{o.xtrA: "xtra", o.xtrB: "xtrb", o.rtr1: "rtr1", o.rtr2: "rtr2"}
 	o.hostA.AddRoute("default", "10.1.0.254")
 	o.hostB.AddRoute("default", "10.2.0.254")
 	o.ms.AddRoute("default", "10.0.100.1")
@@ -84,7 +106,7 @@ roles: [xtr]
 listen: ["0.0.0.0"]
 control: {socket: "{sock}"}
 metrics: {listen: "127.0.0.1:9342"}
-dataplane: {eid-interfaces: [%s], rloc-interfaces: [%s, %s], instance-id: 1000%s}
+dataplane: {eid-interfaces: [%s], rloc-interfaces: [%s, %s], instance-id: 1000%s%s}
 map-cache: {map-resolvers: [10.0.100.2], probe-interval: 200ms, probe-misses: 3}
 xtr:
   database-mappings:
@@ -94,23 +116,28 @@ xtr:
         - {elp: [%s], priority: 1, weight: 50}
         - {elp: [%s], priority: 1, weight: 50}
   map-servers: [{address: 10.0.100.2, key-id: 1, secret: %q, proxy-reply: %v}]
-`, eid.Iface(nd), r1.Iface(nd), r2.Iface(nd), steering, prefix, elp1, elp2, overlayKey, proxy)
+`, eid.Iface(nd), r1.Iface(nd), r2.Iface(nd), steering, extra(names[nd]), prefix, elp1, elp2, overlayKey, proxy)
 	}
-	o.sockA = startTunnelLispd(t, o.xtrA, "xtra", xtr(siteA, o.aR1, o.aR2, o.xtrA, "10.1.0.0/24",
+	o.lispds = map[string]*lispd{}
+	start := func(nd *testnet.Node, name, cfg string) string {
+		o.lispds[name] = runLispd(t, nd, name, cfg)
+		return o.lispds[name].sock
+	}
+	o.sockA = start(o.xtrA, "xtra", xtr(siteA, o.aR1, o.aR2, o.xtrA, "10.1.0.0/24",
 		"10.0.21.1, 10.0.11.1", "10.0.22.1, 10.0.12.1", true))
-	o.sockB = startTunnelLispd(t, o.xtrB, "xtrb", xtr(siteB, o.r1B, o.r2B, o.xtrB, "10.2.0.0/24",
+	o.sockB = start(o.xtrB, "xtrb", xtr(siteB, o.r1B, o.r2B, o.xtrB, "10.2.0.0/24",
 		"10.0.11.2, 10.0.21.2", "10.0.12.2, 10.0.22.2", false))
 	rtr := func(nd *testnet.Node, a, b *testnet.Link) string {
 		return fmt.Sprintf(`
 roles: [rtr]
 listen: ["0.0.0.0"]
 control: {socket: "{sock}"}
-dataplane: {rloc-interfaces: [%s, %s]}
+dataplane: {rloc-interfaces: [%s, %s]%s}
 map-cache: {map-resolvers: [10.0.100.2], probe-interval: 0s}
-`, a.Iface(nd), b.Iface(nd))
+`, a.Iface(nd), b.Iface(nd), extra(names[nd]))
 	}
-	o.sockR1 = startTunnelLispd(t, o.rtr1, "rtr1", rtr(o.rtr1, o.aR1, o.r1B))
-	o.sockR2 = startTunnelLispd(t, o.rtr2, "rtr2", rtr(o.rtr2, o.aR2, o.r2B))
+	o.sockR1 = start(o.rtr1, "rtr1", rtr(o.rtr1, o.aR1, o.r1B))
+	o.sockR2 = start(o.rtr2, "rtr2", rtr(o.rtr2, o.aR2, o.r2B))
 	waitFor(t, "both xTRs registered", func() bool {
 		a, b := tunnelStatus(t, o.sockA), tunnelStatus(t, o.sockB)
 		return a.XTR.MapServers[0].State == "registered" && b.XTR.MapServers[0].State == "registered"

@@ -68,19 +68,42 @@ xtr:
 // socket.
 func startTunnelLispd(t testing.TB, nd *testnet.Node, name, cfg string) string {
 	t.Helper()
+	return runLispd(t, nd, name, cfg).sock
+}
+
+// lispd is a lispd a test started: its process, configuration file and
+// control socket.
+type lispd struct {
+	nd     *testnet.Node
+	name   string
+	proc   *testnet.Process
+	config string
+	sock   string
+}
+
+// runLispd runs lispd with cfg ("{sock}" stands for its control socket)
+// in nd and waits for its control socket.
+func runLispd(t testing.TB, nd *testnet.Node, name, cfg string) *lispd {
+	t.Helper()
 	dir := t.TempDir()
-	sock := filepath.Join(dir, name+".sock")
-	path := filepath.Join(dir, name+".yaml")
-	if err := os.WriteFile(path, []byte(strings.ReplaceAll(cfg, "{sock}", sock)), 0o600); err != nil {
+	l := &lispd{nd: nd, name: name, sock: filepath.Join(dir, name+".sock"), config: filepath.Join(dir, name+".yaml")}
+	if err := os.WriteFile(l.config, []byte(strings.ReplaceAll(cfg, "{sock}", l.sock)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p := nd.Start(t, filepath.Join(bin, "lispd"), "-config", path)
+	l.start(t)
+	return l
+}
+
+// start runs the lispd (again) and waits for its control socket.
+func (l *lispd) start(t testing.TB) {
+	t.Helper()
+	l.proc = l.nd.Start(t, filepath.Join(bin, "lispd"), "-config", l.config)
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if _, err := daemon.QueryStatus(sock); err == nil {
-			return sock
+		if _, err := daemon.QueryStatus(l.sock); err == nil {
+			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("lispd %s did not start:\n%s", name, p.Output())
+			t.Fatalf("lispd %s did not start:\n%s", l.name, l.proc.Output())
 		}
 	}
 }

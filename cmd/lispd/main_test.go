@@ -97,3 +97,75 @@ map-server: {sites: [{name: site-a, keys: [{id: 0, secret: x}], eid-prefixes: [{
 		t.Errorf("status without lispd = %d, %q", code, errOut)
 	}
 }
+
+// lispd reload applies what changed and says what waits for a restart;
+// lispd restart runs lispd again (here in the test process instead of
+// the exec) and says what the new one adopted; lispd stop stops it, and
+// says when there is nothing to stop.
+func TestReloadRestartStop(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "lispd.sock")
+	text := `
+roles: [map-server, map-resolver]
+listen: ["127.0.0.1:0"]
+control: {socket: ` + sock + `}
+map-server: {sites: [{name: site-a, keys: [{id: 0, secret: x}], eid-prefixes: [{prefix: 10.1.0.0/16}]}]}
+`
+	cfg := writeConfig(t, text)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	exited := make(chan int, 2)
+	start := func() {
+		go func() {
+			code, _, _ := runLispd(ctx, "-config", cfg)
+			exited <- code
+		}()
+	}
+	restarts := 0
+	defer func(exec func() error) { reexec = exec }(reexec)
+	reexec = func() error {
+		restarts++
+		start()
+		return nil
+	}
+	start()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := daemon.QueryStatus(sock); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("lispd did not start")
+		}
+	}
+
+	if code, out, errOut := runLispd(ctx, "reload", "-socket", sock); code != 0 || out != "lispd reloaded: applied nothing; waiting for a restart: nothing\n" {
+		t.Errorf("reload = %d, %q %q", code, out, errOut)
+	}
+	if err := os.WriteFile(cfg, []byte(text+"log: {level: debug}\nmetrics: {listen: \"127.0.0.1:0\"}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errOut := runLispd(ctx, "reload", "-socket", sock); code != 0 ||
+		out != "lispd reloaded: applied log.level; waiting for a restart: metrics.listen (lispd restart)\n" {
+		t.Errorf("reload = %d, %q %q", code, out, errOut)
+	}
+	if code, out, _ := runLispd(ctx, "status", "-socket", sock); code != 0 || !strings.Contains(out, "last reload") {
+		t.Errorf("status after a reload = %d, %q", code, out)
+	}
+
+	code, out, errOut := runLispd(ctx, "restart", "-socket", sock)
+	if code != 0 || restarts != 1 || !strings.Contains(out, "lispd restarted (pid ") || !strings.Contains(out, "no data plane") {
+		t.Errorf("restart = %d, %q %q; %d restarts", code, out, errOut, restarts)
+	}
+	if code := <-exited; code != 0 {
+		t.Errorf("the lispd that restarted exited %d", code)
+	}
+
+	if code, out, errOut := runLispd(ctx, "stop", "-config", cfg); code != 0 || !strings.Contains(out, "stopped for good") {
+		t.Errorf("stop = %d, %q %q", code, out, errOut)
+	}
+	if code := <-exited; code != 0 {
+		t.Errorf("the lispd stopped exited %d", code)
+	}
+	if code, out, errOut := runLispd(ctx, "stop", "-config", cfg); code != 0 || out != "no lispd answers at "+sock+"\n" {
+		t.Errorf("stop without lispd = %d, %q %q", code, out, errOut)
+	}
+}

@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -87,7 +89,46 @@ func writeTunnelStatus(w io.Writer, st *daemon.Status, now time.Time) {
 			fmt.Fprintf(w, "  subflow %s -> %s  connection %#x  path %d  %d packets, %d bytes\n",
 				s.Local, s.Remote, s.Connection, s.Path, s.Packets, s.Bytes)
 		}
+		writeRestart(w, dp)
 	}
+	if r := st.LastReload; r != nil {
+		fmt.Fprintf(w, "\nlast reload %s: %s\n", r.Time.Format(time.DateTime), reloadSummary(r))
+	}
+}
+
+// writeRestart says where the data plane is kept across restarts, and
+// what it took over from the lispd before.
+func writeRestart(w io.Writer, dp *daemon.DataplaneStatus) {
+	switch p := dp.Pinning; {
+	case p.Path == "":
+		fmt.Fprintf(w, "  restarts detach the data plane: %s\n", p.Error)
+	case p.WhileRunning:
+		fmt.Fprintf(w, "  pinned at %s, kept at every exit (keep-on-exit)\n", p.Path)
+	default:
+		fmt.Fprintf(w, "  kept across restarts at %s\n", p.Path)
+	}
+	if a := dp.Adoption; a != nil {
+		fmt.Fprintf(w, "  adopted from lispd %s (pinned %s): %d map-cache entries, programs replaced on %d interfaces\n",
+			a.From, a.Pinned.Format(time.DateTime), a.Entries, a.Links)
+		for _, name := range slices.Sorted(maps.Keys(a.Refused)) {
+			fmt.Fprintf(w, "    map %s started empty: %s\n", name, a.Refused[name])
+		}
+	}
+}
+
+// reloadSummary says what a reload did.
+func reloadSummary(r *daemon.Reload) string {
+	if r.Error != "" {
+		return "nothing changed: " + r.Error
+	}
+	applied, restart := "nothing", "nothing"
+	if len(r.Applied) > 0 {
+		applied = strings.Join(r.Applied, ", ")
+	}
+	if len(r.NeedsRestart) > 0 {
+		restart = strings.Join(r.NeedsRestart, ", ") + " (lispd restart)"
+	}
+	return fmt.Sprintf("applied %s; waiting for a restart: %s", applied, restart)
 }
 
 func writeEntry(w io.Writer, e mapcache.Entry) {
@@ -99,6 +140,10 @@ func writeEntry(w io.Writer, e mapcache.Entry) {
 	switch {
 	case e.Local:
 		fmt.Fprint(w, " (this site)")
+	case e.Static:
+		fmt.Fprint(w, " (static)")
+	case e.Source == "adopted":
+		fmt.Fprintf(w, ", adopted (%d paths), being asked for again, expires in %s", e.AdoptedPaths, time.Duration(e.TTLLeft)*time.Second)
 	default:
 		fmt.Fprintf(w, ", from %s, expires in %s", e.Source, time.Duration(e.TTLLeft)*time.Second)
 	}

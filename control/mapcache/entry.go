@@ -16,9 +16,14 @@ type entry struct {
 	action dataplane.Action
 	paths  []path
 	up     []bool // each path's Up as last installed
-	// local marks the site's own EID-prefixes, which never expire and
-	// which Map-Replies do not replace.
-	local          bool
+	// local marks the site's own EID-prefixes, static the entries of
+	// the configuration: they never expire and Map-Replies do not
+	// replace them.
+	local, static bool
+	// adopted marks an entry the data plane kept across a restart, with
+	// adoptedPaths paths there; a Map-Reply replaces it (adopt.go).
+	adopted        bool
+	adoptedPaths   int
 	source         netip.AddrPort // who sent the Map-Reply
 	installed      time.Time
 	expires        time.Time
@@ -67,7 +72,7 @@ func (c *Cache) put(e *entry) error {
 		c.expiry.Remove(old)
 	}
 	c.entries.Insert(e.key, e)
-	if !e.local {
+	if !e.local && !e.static {
 		c.expiry.Schedule(e)
 	}
 	return nil
@@ -99,12 +104,30 @@ func (c *Cache) expire(now time.Time) {
 
 // SetLocal installs the site's own EID-prefixes as natively-forward
 // entries, so that the ITR never encapsulates traffic that stays in the
-// site. They never expire and Map-Replies do not replace them.
+// site, and removes the local entries of prefixes no longer given (a
+// configuration reload). They never expire and Map-Replies do not
+// replace them.
 func (c *Cache) SetLocal(keys []dataplane.Key) error {
 	now := c.now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	want := map[mapping.EID]bool{}
 	for _, k := range keys {
+		want[eidOf(k)] = true
+	}
+	var gone []*entry
+	for key, e := range c.entries.All() {
+		if e.local && !want[key] {
+			gone = append(gone, e)
+		}
+	}
+	for _, e := range gone {
+		c.remove(e)
+	}
+	for _, k := range keys {
+		if old, ok := c.entries.Get(eidOf(k)); ok && old.local {
+			continue
+		}
 		e := &entry{key: eidOf(k), action: dataplane.NativelyForward, local: true, installed: now}
 		if err := c.put(e); err != nil {
 			return err

@@ -76,6 +76,7 @@ type Cache struct {
 	nonces    map[uint64]*request
 	smrDue    map[mapping.EID]bool // entries an SMR asked to refresh within smrInterval
 	downSince []time.Time          // per map-resolver: when it last let a try time out
+	refreshes []mapping.EID        // adopted entries to ask for again
 	counter   counters
 }
 
@@ -93,8 +94,6 @@ func New(cfg *config.MapCache, opts Options) (*Cache, error) {
 		reachable:  opts.Reachable,
 		rtt:        opts.RTT,
 		port:       opts.Port,
-		timeout:    cfg.RequestTimeout.Duration,
-		tries:      1 + cfg.RequestRetries,
 		maxEntries: cfg.MaxEntries,
 		entries:    mapping.NewTable[*entry](),
 		pending:    map[mapping.EID]*request{},
@@ -111,18 +110,33 @@ func New(cfg *config.MapCache, opts Options) (*Cache, error) {
 	if c.reachable == nil {
 		c.reachable = func(netip.Addr) bool { return true }
 	}
+	if err := c.SetResolvers(cfg); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// SetResolvers takes the map-resolvers and the request timeout and
+// retries of cfg, as a configuration reload does; requests in flight
+// finish with what they started with.
+func (c *Cache) SetResolvers(cfg *config.MapCache) error {
+	var resolvers []netip.AddrPort
 	for _, s := range cfg.MapResolvers {
 		ap, err := config.ListenAddr(s)
 		if err != nil {
-			return nil, fmt.Errorf("map-cache: map-resolver: %w", err)
+			return fmt.Errorf("map-cache: map-resolver: %w", err)
 		}
-		c.resolvers = append(c.resolvers, ap)
+		resolvers = append(resolvers, ap)
 	}
-	if len(c.resolvers) == 0 {
-		return nil, errors.New("map-cache: no map-resolver")
+	if len(resolvers) == 0 {
+		return errors.New("map-cache: no map-resolver")
 	}
-	c.downSince = make([]time.Time, len(c.resolvers))
-	return c, nil
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.resolvers = resolvers
+	c.downSince = make([]time.Time, len(resolvers))
+	c.timeout, c.tries = cfg.RequestTimeout.Duration, 1+cfg.RequestRetries
+	return nil
 }
 
 // SetClock replaces time.Now, for tests of timeouts and expiry.
@@ -131,7 +145,10 @@ func (c *Cache) SetClock(now func() time.Time) { c.now = now }
 // Run resolves the misses the data plane reports, retries the requests
 // that time out and expires entries, until ctx is done.
 func (c *Cache) Run(ctx context.Context, misses <-chan dataplane.Miss) {
-	t := time.NewTicker(tickEvery(c.timeout))
+	c.mu.Lock()
+	every := tickEvery(c.timeout)
+	c.mu.Unlock()
+	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {
@@ -180,6 +197,7 @@ func (c *Cache) Tick() {
 		}
 	}
 	out = append(out, c.refreshDue(now)...)
+	out = append(out, c.refreshAdopted(now)...)
 	c.expire(now)
 	c.mu.Unlock()
 	c.transmit(out)

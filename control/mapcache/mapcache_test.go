@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/amptcp/amptcp/config"
 	"github.com/amptcp/amptcp/dataplane"
 	"github.com/amptcp/amptcp/lisp"
 )
@@ -407,5 +408,139 @@ func TestResolverHolddown(t *testing.T) {
 		record("10.4.0.0/16", 10, locator(lisp.MustParseAddress("192.0.2.1"), 1, 1))}}, resolverA)
 	if rs := h.c.Resolvers(); rs[0].Down || rs[1].Down {
 		t.Errorf("resolvers %+v, want both up", rs)
+	}
+}
+
+// Entries the data plane kept across a restart go on as they are, and
+// are asked for again: a reply replaces one (with its TTL and paths), and
+// one that no reply replaces expires after a minute. The site's own
+// prefixes are not adopted.
+func TestAdopt(t *testing.T) {
+	h := newHarness(t, oneResolver)
+	if err := h.c.SetLocal([]dataplane.Key{key("10.9.0.0/16")}); err != nil {
+		t.Fatal(err)
+	}
+	puts := len(h.dp.puts)
+	n := h.c.Adopt([]dataplane.StoredEntry{
+		{Key: key("10.1.0.0/16"), Action: dataplane.Encapsulate, Paths: 2},
+		{Key: key("10.2.0.0/16"), Action: dataplane.Encapsulate, Paths: 1},
+		{Key: key("10.9.0.0/16"), Action: dataplane.NativelyForward},
+	})
+	if n != 2 || len(h.dp.puts) != puts {
+		t.Fatalf("adopted %d, data plane written %d times", n, len(h.dp.puts)-puts)
+	}
+	snap := h.c.Snapshot()
+	if len(snap) != 3 || snap[0].Source != "adopted" || snap[0].AdoptedPaths != 2 || snap[0].TTLLeft != 60 || !snap[2].Local {
+		t.Fatalf("snapshot %+v", snap)
+	}
+	// A miss inside an adopted entry is no miss.
+	h.c.Miss(dataplane.Miss{EID: netip.MustParseAddr("10.1.2.3")})
+	if out := h.net.take(); len(out) != 0 {
+		t.Errorf("a miss inside an adopted entry sent %d datagrams", len(out))
+	}
+	h.c.Tick()
+	out := h.net.take()
+	if len(out) != 2 {
+		t.Fatalf("%d refreshes sent, want 2", len(out))
+	}
+	var first *lisp.MapRequest
+	for _, o := range out {
+		req := o.msg.(*lisp.ECM).Message.(*lisp.MapRequest)
+		if req.Records[0].EID.IP() == netip.MustParseAddr("10.1.0.0") {
+			first = req
+		}
+		if req.SMRInvoked || req.Records[0].MaskLen != 16 {
+			t.Errorf("refresh %s", req)
+		}
+	}
+	h.c.HandleReply(&lisp.MapReply{Nonce: first.Nonce, Records: []lisp.MapRecord{
+		record("10.1.0.0/16", 10, locator(lisp.MustParseAddress("192.0.2.1"), 1, 100)),
+	}}, etrAddr)
+	if e, ok := h.dp.get(key("10.1.0.0/16")); !ok || len(e.Paths) != 1 {
+		t.Errorf("the refresh did not replace the entry: %+v", e)
+	}
+	// The other has no reply: it goes after a minute.
+	h.clk.advance(61 * time.Second)
+	h.c.Tick()
+	if _, ok := h.dp.get(key("10.2.0.0/16")); ok || h.c.Counters().Adopted != 2 {
+		t.Errorf("the unrefreshed adopted entry stayed: %+v", h.c.Snapshot())
+	}
+	if snap := h.c.Snapshot(); len(snap) != 2 || snap[0].Source != etrAddr.String() || snap[0].TTLLeft != 539 {
+		t.Errorf("snapshot %+v", snap)
+	}
+}
+
+// SetLocal replaces the site's prefixes: a prefix no longer given goes.
+func TestSetLocalReplaces(t *testing.T) {
+	h := newHarness(t, oneResolver)
+	if err := h.c.SetLocal([]dataplane.Key{key("10.9.0.0/16"), key("10.8.0.0/16")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.c.SetLocal([]dataplane.Key{key("10.8.0.0/16"), key("10.7.0.0/16")}); err != nil {
+		t.Fatal(err)
+	}
+	_, gone := h.dp.get(key("10.9.0.0/16"))
+	_, kept := h.dp.get(key("10.8.0.0/16"))
+	_, added := h.dp.get(key("10.7.0.0/16"))
+	if gone || !kept || !added || len(h.c.Snapshot()) != 2 {
+		t.Errorf("after the second SetLocal: %+v", h.c.Snapshot())
+	}
+}
+
+// Static entries of the configuration are installed with their paths,
+// never expire, are not replaced by Map-Replies, and a second SetStatic
+// (a reload) changes only what changed.
+func TestSetStatic(t *testing.T) {
+	h := newHarness(t, oneResolver)
+	static := func(yaml string) []config.StaticMapping {
+		var st []config.StaticMapping
+		if err := config.Decode([]byte(yaml), &st); err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	first := static(`
+- {eid-prefix: 10.3.0.0/16, locators: [{address: 192.0.2.7, priority: 1, weight: 100}, {elp: [192.0.2.11, {address: 192.0.2.12, probe: true}], priority: 2}]}
+- {eid-prefix: 10.4.0.0/16, instance-id: 7, action: drop}
+`)
+	second := static(`
+- {eid-prefix: 10.3.0.0/16, locators: [{address: 192.0.2.8, priority: 1, weight: 100}]}
+- {eid-prefix: 10.4.0.0/16, instance-id: 7, action: drop}
+`)
+	if n, err := h.c.SetStatic(first, 1000); n != 2 || err != nil {
+		t.Fatalf("SetStatic: %d, %v", n, err)
+	}
+	e, ok := h.dp.get(dataplane.Key{InstanceID: 1000, Prefix: netip.MustParsePrefix("10.3.0.0/16")})
+	want := dataplane.Entry{Paths: []dataplane.Path{
+		{Hops: []dataplane.Hop{{Addr: netip.MustParseAddr("192.0.2.7")}}, Priority: 1, Weight: 100, Up: true},
+		{Hops: []dataplane.Hop{{Addr: netip.MustParseAddr("192.0.2.11")}, {Addr: netip.MustParseAddr("192.0.2.12"), Probe: true}}, Priority: 2, Up: true},
+	}}
+	if !ok || !reflect.DeepEqual(e, want) {
+		t.Errorf("static entry %+v", e)
+	}
+	if e, ok := h.dp.get(dataplane.Key{InstanceID: 7, Prefix: netip.MustParsePrefix("10.4.0.0/16")}); !ok || e.Action != dataplane.Drop {
+		t.Errorf("negative static entry %+v", e)
+	}
+	if len(h.c.Locators()) != 3 {
+		t.Errorf("locators %+v, want the static entries' probed", h.c.Locators())
+	}
+	// A Map-Reply does not replace it, and it does not expire.
+	h.c.Miss(dataplane.Miss{InstanceID: 1000, EID: netip.MustParseAddr("10.3.1.1")})
+	if out := h.net.take(); len(out) != 0 {
+		t.Errorf("a miss inside a static entry sent %d datagrams", len(out))
+	}
+	h.clk.advance(48 * time.Hour)
+	h.c.Tick()
+	// The reload: one entry changes, the other stays as it is.
+	puts := len(h.dp.puts)
+	if n, err := h.c.SetStatic(second, 1000); n != 1 || err != nil || len(h.dp.puts) != puts+1 {
+		t.Fatalf("second SetStatic: %d, %v, %d puts", n, err, len(h.dp.puts)-puts)
+	}
+	if e, _ := h.dp.get(dataplane.Key{InstanceID: 1000, Prefix: netip.MustParsePrefix("10.3.0.0/16")}); len(e.Paths) != 1 ||
+		e.Paths[0].Hops[0].Addr != netip.MustParseAddr("192.0.2.8") {
+		t.Errorf("changed static entry %+v", e)
+	}
+	if n, _ := h.c.SetStatic(nil, 1000); n != 2 || len(h.dp.entries) != 0 {
+		t.Errorf("removing the static entries: %d, left %+v", n, h.dp.entries)
 	}
 }

@@ -50,10 +50,11 @@ func (c *Cache) HandleReply(reply *lisp.MapReply, src netip.AddrPort) {
 				"mask_len", reply.Records[i].MaskLen, "reason", reason.String())
 		}
 	}
-	// An SMR-invoked reply replaces the entry it refreshes: if it no
-	// longer covers the same prefix, the old entry goes.
-	if r.smr && !replaced {
-		if old, ok := c.entries.Get(r.eid); ok && !old.local {
+	// An SMR-invoked reply, or one to the refresh of an adopted entry,
+	// replaces the entry it refreshes: if it no longer covers the same
+	// prefix, the old entry goes.
+	if r.replace && !replaced {
+		if old, ok := c.entries.Get(r.eid); ok && !old.local && !old.static {
 			c.remove(old)
 		}
 	}
@@ -74,6 +75,9 @@ func (c *Cache) install(rec *lisp.MapRecord, r *request, src netip.AddrPort, now
 	old, exists := c.entries.Get(key)
 	if exists && old.local {
 		return key, LocalEID
+	}
+	if exists && old.static {
+		return key, StaticEID
 	}
 	ttl := time.Duration(rec.TTL) * time.Minute
 	if rec.TTL == lisp.TTLForever {

@@ -16,7 +16,8 @@ import (
 // so that a slow mapping system is not retried into failure.
 type request struct {
 	eid      mapping.EID
-	smr      bool // SMR-invoked: replaces the entry for eid
+	smr      bool // SMR-invoked (the bit on the wire)
+	replace  bool // its reply replaces the entry for eid: SMR-invoked, or an adopted entry's refresh
 	tries    []try
 	deadline time.Time
 }
@@ -51,17 +52,17 @@ func (c *Cache) Miss(m dataplane.Miss) {
 		c.counter.missCached.Add(1)
 		return
 	}
-	dg, ok := c.request(eid, false, c.now())
+	dg, ok := c.request(&request{eid: eid}, c.now())
 	c.mu.Unlock()
 	if ok {
 		c.transmit([]datagram{dg})
 	}
 }
 
-// request starts a Map-Request for eid unless one is in flight. The caller
-// holds the lock and sends the datagram after releasing it.
-func (c *Cache) request(eid mapping.EID, smr bool, now time.Time) (datagram, bool) {
-	if _, ok := c.pending[eid]; ok {
+// request starts r, a Map-Request for r.eid, unless one is in flight.
+// The caller holds the lock and sends the datagram after releasing it.
+func (c *Cache) request(r *request, now time.Time) (datagram, bool) {
+	if _, ok := c.pending[r.eid]; ok {
 		c.counter.deduplicated.Add(1)
 		return datagram{}, false
 	}
@@ -69,10 +70,9 @@ func (c *Cache) request(eid mapping.EID, smr bool, now time.Time) (datagram, boo
 		c.counter.overload.Add(1)
 		return datagram{}, false
 	}
-	r := &request{eid: eid, smr: smr}
 	dg, ok := c.try(r, now)
 	if ok {
-		c.pending[eid] = r
+		c.pending[r.eid] = r
 	}
 	return dg, ok
 }

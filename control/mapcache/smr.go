@@ -35,7 +35,7 @@ func (c *Cache) HandleSMR(req *lisp.MapRequest, src netip.AddrPort) {
 	now := c.now()
 	c.mu.Lock()
 	e, found := c.entries.Lookup(iid, eid.Unmap())
-	if !found || e.local {
+	if !found || e.local || e.static {
 		c.mu.Unlock()
 		c.counter.smrIgnored.Add(1)
 		return
@@ -59,7 +59,7 @@ func (c *Cache) HandleSMR(req *lisp.MapRequest, src netip.AddrPort) {
 func (c *Cache) refresh(e *entry, now time.Time) (datagram, bool) {
 	e.lastSMR = now
 	delete(c.smrDue, e.key)
-	return c.request(e.key, true, now)
+	return c.request(&request{eid: e.key, smr: true, replace: true}, now)
 }
 
 // refreshDue sends the refreshes that SMRs asked for within the interval,

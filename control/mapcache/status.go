@@ -19,6 +19,7 @@ const (
 	UnsupportedEID         // not an IPv4 or IPv6 prefix
 	NoUsableLocator        // locators, none of which the data plane can use
 	LocalEID               // one of the site's own EID-prefixes
+	StaticEID              // the prefix of a static entry
 	PutFailed              // the data plane refused it
 	numReasons
 )
@@ -30,6 +31,7 @@ var reasonNames = [numReasons]string{
 	UnsupportedEID:  "unsupported-eid",
 	NoUsableLocator: "no-usable-locator",
 	LocalEID:        "local-eid",
+	StaticEID:       "static-eid",
 	PutFailed:       "put-failed",
 }
 
@@ -52,6 +54,7 @@ type counters struct {
 	records                                  [numReasons]atomic.Uint64
 	smrs, smrIgnored, smrLimited, smrInvoked atomic.Uint64
 	expired, evicted, full, reinstalled      atomic.Uint64
+	adopted                                  atomic.Uint64
 	putErrors, deleteErrors                  atomic.Uint64
 }
 
@@ -82,6 +85,8 @@ type Counters struct {
 	// entries installed again when probing changed a path's state.
 	Expired, Evicted, Full, Reinstalled uint64
 	PutErrors, DeleteErrors             uint64
+	// Adopted entries, kept by the data plane across a restart.
+	Adopted uint64
 	// Entries is the number of entries now, Pending the requests in flight.
 	Entries, Pending int
 }
@@ -98,7 +103,7 @@ func (c *Cache) Counters() Counters {
 		SMRs:             k.smrs.Load(), SMRIgnored: k.smrIgnored.Load(), SMRLimited: k.smrLimited.Load(),
 		SMRInvoked: k.smrInvoked.Load(), Expired: k.expired.Load(), Evicted: k.evicted.Load(),
 		Full: k.full.Load(), Reinstalled: k.reinstalled.Load(),
-		PutErrors: k.putErrors.Load(), DeleteErrors: k.deleteErrors.Load(),
+		PutErrors: k.putErrors.Load(), DeleteErrors: k.deleteErrors.Load(), Adopted: k.adopted.Load(),
 	}
 	for i := range out.Records {
 		out.Records[i] = k.records[i].Load()
@@ -114,14 +119,19 @@ type Entry struct {
 	InstanceID uint32 `json:"instance_id"`
 	EIDPrefix  string `json:"eid_prefix"`
 	Action     string `json:"action"`
-	// Local marks the site's own prefixes, forwarded natively.
-	Local bool   `json:"local,omitempty"`
-	Paths []Path `json:"paths,omitempty"`
+	// Local marks the site's own prefixes, forwarded natively; Static
+	// the entries of the configuration.
+	Local  bool   `json:"local,omitempty"`
+	Static bool   `json:"static,omitempty"`
+	Paths  []Path `json:"paths,omitempty"`
 	// Source is who sent the Map-Reply: the map-server (proxy reply) or
-	// the ETR.
-	Source    string    `json:"source,omitempty"`
-	Installed time.Time `json:"installed"`
-	Expires   time.Time `json:"expires,omitzero"`
+	// the ETR; "adopted" for an entry the data plane kept across a
+	// restart of lispd, until a Map-Reply replaces it (AdoptedPaths
+	// says how many paths it has there).
+	Source       string    `json:"source,omitempty"`
+	AdoptedPaths int       `json:"adopted_paths,omitempty"`
+	Installed    time.Time `json:"installed"`
+	Expires      time.Time `json:"expires,omitzero"`
 	// TTLLeft is how long until the entry expires, in whole seconds.
 	TTLLeft int64 `json:"ttl_left_seconds,omitempty"`
 }
@@ -162,12 +172,15 @@ func (c *Cache) Snapshot() []Entry {
 	for key, e := range c.entries.All() {
 		se := Entry{
 			InstanceID: key.IID, EIDPrefix: key.Prefix.String(), Action: e.action.String(),
-			Local: e.local, Installed: e.installed,
+			Local: e.local, Static: e.static, Installed: e.installed,
 		}
 		if e.source.IsValid() {
 			se.Source = e.source.String()
 		}
-		if !e.local {
+		if e.adopted {
+			se.Source, se.AdoptedPaths = "adopted", e.adoptedPaths
+		}
+		if !e.local && !e.static {
 			se.Expires = e.expires
 			se.TTLLeft = int64(max(e.expires.Sub(now), 0) / time.Second)
 		}

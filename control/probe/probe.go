@@ -58,10 +58,14 @@ type Prober struct {
 	log  *slog.Logger
 	now  func() time.Time
 
-	mu      sync.Mutex
-	locs    map[netip.Addr]*locator
-	nonces  map[uint64]*locator
-	counter counters
+	schedule chan struct{} // SetSchedule changed interval
+
+	mu       sync.Mutex
+	interval time.Duration
+	misses   int
+	locs     map[netip.Addr]*locator
+	nonces   map[uint64]*locator
+	counter  counters
 }
 
 // locator is the probing state of one address.
@@ -97,12 +101,32 @@ func New(opts Options) (*Prober, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Prober{
-		opts:   opts,
-		log:    log.With("component", "probe"),
-		now:    time.Now,
-		locs:   map[netip.Addr]*locator{},
-		nonces: map[uint64]*locator{},
+		opts:     opts,
+		log:      log.With("component", "probe"),
+		now:      time.Now,
+		schedule: make(chan struct{}, 1),
+		interval: opts.Interval,
+		misses:   opts.Misses,
+		locs:     map[netip.Addr]*locator{},
+		nonces:   map[uint64]*locator{},
 	}, nil
+}
+
+// SetSchedule changes how often locators are probed and how many probes
+// in a row they may miss before they are down, as a configuration
+// reload does. Run takes the new interval at once.
+func (p *Prober) SetSchedule(interval time.Duration, misses int) error {
+	if interval <= 0 || misses < 1 {
+		return errors.New("probe: the interval must be positive and the misses at least 1")
+	}
+	p.mu.Lock()
+	p.interval, p.misses = interval, misses
+	p.mu.Unlock()
+	select {
+	case p.schedule <- struct{}{}:
+	default:
+	}
+	return nil
 }
 
 // SetClock replaces time.Now, for tests of round-trip times.
@@ -110,12 +134,18 @@ func (p *Prober) SetClock(now func() time.Time) { p.now = now }
 
 // Run probes every interval until ctx is done.
 func (p *Prober) Run(ctx context.Context) {
-	t := time.NewTicker(p.opts.Interval)
+	p.mu.Lock()
+	t := time.NewTicker(p.interval)
+	p.mu.Unlock()
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-p.schedule:
+			p.mu.Lock()
+			t.Reset(p.interval)
+			p.mu.Unlock()
 		case <-t.C:
 			p.Round()
 		}
@@ -164,7 +194,7 @@ func (p *Prober) Round() {
 			l.nonce = 0
 			l.misses++
 			p.counter.missed.Add(1)
-			if l.up && l.misses >= p.opts.Misses {
+			if l.up && l.misses >= p.misses {
 				l.up, l.known, l.since = false, true, now
 				changes = append(changes, change{addr, false})
 				p.counter.downs.Add(1)
@@ -208,7 +238,7 @@ func (p *Prober) report(changes []change) {
 		if c.up {
 			p.log.Info("locator up", "rloc", c.addr)
 		} else {
-			p.log.Warn("locator down", "rloc", c.addr, "misses", p.opts.Misses)
+			p.log.Warn("locator down", "rloc", c.addr)
 		}
 		p.opts.OnChange(c.addr, c.up)
 	}

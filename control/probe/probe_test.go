@@ -291,3 +291,24 @@ func TestLoopbackResponderStopsAndReturns(t *testing.T) {
 		t.Errorf("changes %v", got)
 	}
 }
+
+// SetSchedule (a configuration reload) changes how many probes a
+// locator may miss before it is down, from the next round on, and
+// refuses a schedule that probes nothing.
+func TestSetSchedule(t *testing.T) {
+	var changes changeLog
+	targets := []Target{{rtr, eid}}
+	p, n, _ := newTestProber(t, &targets, &changes)
+	if err := p.SetSchedule(500*time.Millisecond, 1); err != nil {
+		t.Fatal(err)
+	}
+	p.Round()
+	n.take()
+	p.Round() // the first probe is missed: down at once with 1
+	if p.Up(rtr) {
+		t.Error("still up after a missed probe with misses 1")
+	}
+	if err := p.SetSchedule(0, 3); err == nil {
+		t.Error("an interval of 0 was taken")
+	}
+}

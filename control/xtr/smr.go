@@ -29,9 +29,16 @@ func (x *XTR) Update(mappings []config.DatabaseMapping) (int, error) {
 		x.db.Insert(m.eid, m)
 	}
 	var changed []mapping.EID
+	before := map[mapping.EID]bool{}
 	for _, o := range old {
+		before[o.eid] = true
 		if n, ok := x.db.Get(o.eid); !ok || !sameRecord(o.record, n.record) {
 			changed = append(changed, o.eid)
+		}
+	}
+	for _, m := range built {
+		if !before[m.eid] {
+			changed = append(changed, m.eid) // registered at once too; no ITR asked for it yet
 		}
 	}
 	return x.changed(changed)

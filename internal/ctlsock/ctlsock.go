@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"sync"
 	"time"
 )
 
@@ -46,11 +47,15 @@ func Listen(path, who string) (net.Listener, error) {
 }
 
 // Serve answers the connections to ln until ctx is done, then closes it
-// (which removes the file). answer gets each request's command and
-// returns the value to send under its name, or an error to send instead.
+// (which removes the file) and returns once the answers under way are
+// sent: the answer to a command that stops the daemon too. answer gets
+// each request's command and returns the value to send under its name,
+// or an error to send instead.
 func Serve(ctx context.Context, ln net.Listener, log *slog.Logger, answer func(command string) (any, error)) {
 	stop := context.AfterFunc(ctx, func() { ln.Close() })
 	defer stop()
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	for {
 		c, err := ln.Accept()
 		if err != nil {
@@ -59,7 +64,7 @@ func Serve(ctx context.Context, ln net.Listener, log *slog.Logger, answer func(c
 			}
 			return
 		}
-		go respond(c, answer)
+		wg.Go(func() { respond(c, answer) })
 	}
 }
 
@@ -82,12 +87,21 @@ func respond(c net.Conn, answer func(string) (any, error)) {
 	json.NewEncoder(c).Encode(resp)
 }
 
+// ErrNotRunning is in Query's error when no daemon listens at the path.
+var ErrNotRunning = errors.New("no daemon listens")
+
+// dialError is a failed connection, which means ErrNotRunning too.
+type dialError struct{ err error }
+
+func (e dialError) Error() string   { return e.err.Error() }
+func (e dialError) Unwrap() []error { return []error{e.err, ErrNotRunning} }
+
 // Query sends command to the control socket at path and decodes the
 // answer into v; who names the daemon in errors.
 func Query(path, who, command string, v any) error {
 	c, err := net.DialTimeout("unix", path, 5*time.Second)
 	if err != nil {
-		return fmt.Errorf("control socket %s: %w (is %s running?)", path, err, who)
+		return fmt.Errorf("control socket %s: %w (is %s running?)", path, dialError{err}, who)
 	}
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(30 * time.Second))

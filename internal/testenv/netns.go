@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/amptcp/amptcp/internal/netns"
 )
 
@@ -28,6 +30,21 @@ func NetNS(t testing.TB) *netns.NS {
 		}
 	})
 	return ns
+}
+
+// BPFFS mounts a BPF file system of the test's own in a temporary
+// directory, for what a test pins (the host's /sys/fs/bpf may have none,
+// and tests leave it alone), and unmounts it when t ends: what is still
+// pinned there goes with it. It needs root.
+func BPFFS(t testing.TB) string {
+	t.Helper()
+	RequireRoot(t)
+	dir := t.TempDir()
+	if err := unix.Mount("bpf", dir, "bpf", 0, ""); err != nil {
+		t.Fatalf("mount a BPF file system: %v", err)
+	}
+	t.Cleanup(func() { unix.Unmount(dir, unix.MNT_DETACH) })
+	return dir
 }
 
 // Main runs the tests of a package and then checks that they left no
