@@ -14,8 +14,9 @@ import (
 // namespace as they are), with a handle in their namespace to turn it on
 // again.
 type completed struct {
-	h      *ethtool.Handle
-	ifaces []string
+	h       *ethtool.Handle
+	ifaces  []string
+	adopted bool // from the lispd before, which forwards on if this one fails to start
 }
 
 // completeChecksums turns the offload off on the named interfaces, in the
@@ -31,7 +32,7 @@ func completeChecksums(names []string, adopted bool) (*completed, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dataplane.complete-checksums: %w", err)
 	}
-	c := &completed{h: h}
+	c := &completed{h: h, adopted: adopted}
 	for i, name := range names {
 		on, err := h.Get(name, ethtool.TxChecksum)
 		switch {
@@ -71,4 +72,13 @@ func (c *completed) release() error {
 		return nil
 	}
 	return c.h.Close()
+}
+
+// abort undoes completeChecksums for a data plane that failed to start:
+// the one it was adopting forwards on, with the offload as it needs it.
+func (c *completed) abort() error {
+	if c != nil && c.adopted {
+		return c.release()
+	}
+	return c.restore()
 }

@@ -38,3 +38,37 @@ func TestCompleteChecksumsAndBack(t *testing.T) {
 		t.Errorf("rloc0 after Close: tx-checksumming %v, TSO %v, want both on again", csum, tso)
 	}
 }
+
+// A restart keeps the offload off, as the data plane it adopts needs it,
+// and the stop for good of the lispd after it turns it on again.
+func TestCompleteChecksumsAcrossARestart(t *testing.T) {
+	pins := bpffs(t)
+	r := newRig(t, config.Dataplane{PinPath: pins, CompleteChecksums: []string{"rloc0"}}, Options{})
+	txChecksum := func() bool {
+		t.Helper()
+		var on bool
+		if err := r.ns.Do(func() (err error) { on, err = ethtool.Get("rloc0", ethtool.TxChecksum); return err }); err != nil {
+			t.Fatal(err)
+		}
+		return on
+	}
+	if err := r.dp.Keep(); err != nil {
+		t.Fatal(err)
+	}
+	if txChecksum() {
+		t.Error("tx-checksumming on after Keep, want it left off for the next lispd")
+	}
+	dp, err := r.restart(config.Dataplane{PinPath: pins, CompleteChecksums: []string{"rloc0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if txChecksum() {
+		t.Error("tx-checksumming on after the restart")
+	}
+	if err := dp.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !txChecksum() {
+		t.Error("tx-checksumming off after the stop for good, want it on again")
+	}
+}

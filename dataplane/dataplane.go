@@ -42,13 +42,13 @@ type Dataplane struct {
 
 	// completed: RLOC interfaces whose checksum offload is off.
 	completed *completed
-	pins     *pinDir           // held while running; nil when pinning is off or impossible
-	pinErr   error             // why there are no pins
-	pinned   bool              // the pins are this data plane's
-	layouts  map[string]string // of the maps pinned, by name
-	counters *counterCopy      // counters copied from the lispd before, by name
-	adoption *Adoption         // nil when there was nothing to adopt
-	stored   []StoredEntry     // the map-cache entries found at start
+	pins      *pinDir           // held while running; nil when pinning is off or impossible
+	pinErr    error             // why there are no pins
+	pinned    bool              // the pins are this data plane's
+	layouts   map[string]string // of the maps pinned, by name
+	counters  *counterCopy      // counters copied from the lispd before, by name
+	adoption  *Adoption         // nil when there was nothing to adopt
+	stored    []StoredEntry     // the map-cache entries found at start
 
 	misses   chan Miss
 	reader   *ringbuf.Reader
@@ -111,7 +111,7 @@ func New(cfg *config.Dataplane, opts Options) (*Dataplane, error) {
 		d.abort()
 		return nil, err
 	}
-	if d.completed, err = completeChecksums(cfg.CompleteChecksums, d.adoption != nil); err != nil {
+	if d.completed, err = completeChecksums(cfg.CompleteChecksums, prev != nil && prev.manifest != nil); err != nil {
 		d.abort()
 		return nil, err
 	}

@@ -234,11 +234,7 @@ func (d *Dataplane) abort() {
 			a.link.Close()
 		}
 		d.objs.Close()
-		if d.adoption != nil {
-			d.completed.release() // the data plane adopted forwards on
-		} else {
-			d.completed.restore()
-		}
+		d.completed.abort()
 		if d.pins != nil {
 			d.pins.unlock()
 		}
