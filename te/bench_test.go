@@ -1,0 +1,141 @@
+package te
+
+import (
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"slices"
+	"testing"
+	"time"
+
+	"gonum.org/v1/gonum/graph/path"
+	"gonum.org/v1/gonum/graph/simple"
+)
+
+// overlay is a synthetic overlay of n routers spread over a plane whose
+// width is 150 ms of RTT: each probes its `near` nearest routers and
+// `far` random ones (the overlay join of [SDN-MPTCP] plus a few long
+// links), and an edge weighs the RTT between its ends plus up to 10 %.
+func overlay(n, near, far int, seed uint64) *Graph {
+	r := rand.New(rand.NewPCG(seed, seed+1))
+	type pt struct{ x, y float64 }
+	pts := make([]pt, n)
+	side := int(math.Ceil(math.Sqrt(float64(n))))
+	cells := make([][]int, side*side)
+	cell := func(p pt) (int, int) { return min(int(p.x*float64(side)), side-1), min(int(p.y*float64(side)), side-1) }
+	for i := range pts {
+		pts[i] = pt{r.Float64(), r.Float64()}
+		cx, cy := cell(pts[i])
+		cells[cy*side+cx] = append(cells[cy*side+cx], i)
+	}
+	rtt := func(a, b int) float64 {
+		return 1 + 150*math.Hypot(pts[a].x-pts[b].x, pts[a].y-pts[b].y)*(1+0.1*r.Float64())
+	}
+	b := NewBuilder(n)
+	var cand []int
+	for u := range n {
+		cand = cand[:0]
+		cx, cy := cell(pts[u])
+		for radius := 1; len(cand) < near+1 && radius < side; radius++ {
+			cand = cand[:0]
+			for y := max(cy-radius, 0); y <= min(cy+radius, side-1); y++ {
+				for x := max(cx-radius, 0); x <= min(cx+radius, side-1); x++ {
+					cand = append(cand, cells[y*side+x]...)
+				}
+			}
+		}
+		d := func(v int) float64 { return math.Hypot(pts[u].x-pts[v].x, pts[u].y-pts[v].y) }
+		slices.SortFunc(cand, func(a, b int) int { return int(math.Copysign(1, d(a)-d(b))) })
+		added := 0
+		for _, v := range cand {
+			if v != u && added < near {
+				b.Add(u, v, rtt(u, v))
+				added++
+			}
+		}
+		for range far {
+			v := r.IntN(n)
+			b.Add(u, v, rtt(u, v))
+		}
+	}
+	return b.Build()
+}
+
+// BenchmarkKShortest is one set's path search on a 10,000-router overlay
+// of degree 16: k = 8 within 8 hops, no cost bound (the worst case), a
+// new destination each time (its reverse search included). It reports
+// the 99th percentile and the memory of the graph and the searcher.
+func BenchmarkKShortest(b *testing.B) {
+	g := overlay(10000, 12, 4, 1)
+	s := NewSearcher(g)
+	r := rand.New(rand.NewPCG(5, 6))
+	var times []time.Duration
+	paths := 0
+	b.ResetTimer()
+	for b.Loop() {
+		from, to := r.IntN(g.Nodes()), r.IntN(g.Nodes())
+		start := time.Now()
+		paths += len(s.KShortest(Query{From: from, To: to, K: 8, MaxHops: 8}))
+		times = append(times, time.Since(start))
+	}
+	b.StopTimer()
+	slices.Sort(times)
+	b.ReportMetric(float64(times[len(times)*99/100].Microseconds())/1000, "p99-ms")
+	b.ReportMetric(float64(paths)/float64(len(times)), "paths/op")
+	b.ReportMetric(float64(g.Bytes()+s.Bytes())/(1<<20), "MiB")
+	runtime.KeepAlive(s)
+}
+
+// BenchmarkKShortestGonum is the reference: gonum's YenKShortestPaths on
+// the same overlay and queries (without the hop bound, which it lacks).
+func BenchmarkKShortestGonum(b *testing.B) {
+	g := overlay(10000, 12, 4, 1)
+	gg := simple.NewWeightedDirectedGraph(0, math.Inf(1))
+	for u := range g.Nodes() {
+		gg.AddNode(simple.Node(u))
+	}
+	for e := range g.Edges() {
+		u, v, w := g.Edge(e)
+		gg.SetWeightedEdge(gg.NewWeightedEdge(simple.Node(u), simple.Node(v), w))
+	}
+	r := rand.New(rand.NewPCG(5, 6))
+	var times []time.Duration
+	b.ResetTimer()
+	for b.Loop() {
+		from, to := r.IntN(g.Nodes()), r.IntN(g.Nodes())
+		start := time.Now()
+		path.YenKShortestPaths(gg, 8, math.Inf(1), simple.Node(from), simple.Node(to))
+		times = append(times, time.Since(start))
+	}
+	b.StopTimer()
+	slices.Sort(times)
+	b.ReportMetric(float64(times[len(times)*99/100].Microseconds())/1000, "p99-ms")
+}
+
+// BenchmarkRefresh refreshes the sets of 1,000 active pairs of a
+// 10,000-router overlay of degree 16 on every core: k = 8 within 8 hops,
+// rule 1 (1.5 times the best RTT, 40 ms above it), at most 4 paths.
+func BenchmarkRefresh(b *testing.B) {
+	g := overlay(10000, 12, 4, 1)
+	r := rand.New(rand.NewPCG(7, 8))
+	reqs := make([]Request, 1000)
+	for i := range reqs {
+		reqs[i] = Request{
+			Query: Query{From: r.IntN(g.Nodes()), To: r.IntN(g.Nodes()), K: 8, MaxHops: 8, Factor: 1.5, Spread: 40},
+			Rules: Rules{Max: 4, Factor: 1.5, Spread: 40},
+		}
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	paths := 0
+	for b.Loop() {
+		for _, res := range Compute(g, reqs, runtime.GOMAXPROCS(0)) {
+			paths += len(res.Paths)
+		}
+	}
+	runtime.ReadMemStats(&after)
+	b.ReportMetric(float64(paths)/float64(b.N)/float64(len(reqs)), "paths/pair")
+	b.ReportMetric(float64(g.Bytes())/(1<<20), "graph-MiB")
+	b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/float64(b.N)/(1<<20), "alloc-MiB/op")
+}
