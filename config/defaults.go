@@ -59,6 +59,7 @@ func (c *Config) Defaults() {
 		}
 	}
 	c.tunnelDefaults()
+	c.teDefaults()
 }
 
 func setDuration(d *Duration, def time.Duration) {

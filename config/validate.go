@@ -62,6 +62,9 @@ func (c *Config) Validate() error {
 		mr.validate(&ck)
 	}
 	c.validateTunnel(&ck)
+	if t := c.TE; t != nil {
+		t.validate(&ck, c.Has(RoleTE))
+	}
 	if len(ck.errs) > 0 {
 		return ck.errs
 	}

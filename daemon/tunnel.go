@@ -12,6 +12,7 @@ import (
 	"github.com/amptcp/amptcp/control/probe"
 	"github.com/amptcp/amptcp/control/xtr"
 	"github.com/amptcp/amptcp/dataplane"
+	"github.com/amptcp/amptcp/mapping"
 )
 
 // Dataplane is what the xtr and rtr roles need of the data plane: the
@@ -60,7 +61,10 @@ type tunnel struct {
 	cache  *mapcache.Cache
 	xtr    *xtr.XTR
 	prober *probe.Prober // nil with probing off
-	close  sync.Once
+	// peers are probed besides the locators in use: the probe-peers and
+	// the RTRs of the overlay join.
+	peers []probe.Target
+	close sync.Once
 }
 
 // newTunnel builds the tunnel roles of a validated configuration, once
@@ -75,7 +79,7 @@ func (d *Daemon) newTunnel(cfg *config.Config, newDP DataplaneFunc) (*tunnel, er
 	if err != nil {
 		return nil, fmt.Errorf("dataplane: %w", err)
 	}
-	t := &tunnel{dp: dp}
+	t := &tunnel{dp: dp, peers: peerTargets(cfg)}
 	send := control.SenderFunc(d.send)
 	rlocs := d.localRLOCs
 	if t.xtr, err = xtr.New(cfg.XTR, xtr.Options{
@@ -115,11 +119,32 @@ func (d *Daemon) newTunnel(cfg *config.Config, newDP DataplaneFunc) (*tunnel, er
 
 func (t *tunnel) probeTargets() []probe.Target {
 	locs := t.cache.Locators()
-	targets := make([]probe.Target, len(locs))
+	targets := make([]probe.Target, len(locs), len(locs)+len(t.peers))
 	for i, l := range locs {
 		targets[i] = probe.Target{Addr: l.Addr, EID: l.EID}
 	}
-	return targets
+	return append(targets, t.peers...)
+}
+
+// peerTargets are the addresses probed whether or not a mapping uses
+// them. Their probes ask about the peer's own address, a host EID of
+// instance 0: a peer answers a probe for an EID it does not hold with an
+// empty record, which is all the RTT needs.
+func peerTargets(cfg *config.Config) []probe.Target {
+	var addrs []string
+	if mc := cfg.MapCache; mc != nil {
+		addrs = append(addrs, mc.ProbePeers...)
+	}
+	if x := cfg.XTR; x != nil && x.Join != nil {
+		addrs = append(addrs, x.Join.RTRs...)
+	}
+	var out []probe.Target
+	for _, s := range addrs {
+		if a, err := netip.ParseAddr(s); err == nil { // validated
+			out = append(out, probe.Target{Addr: a.Unmap(), EID: mapping.HostEID(0, a.Unmap())})
+		}
+	}
+	return out
 }
 
 // run starts the roles' loops; they return when ctx is done.

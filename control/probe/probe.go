@@ -128,8 +128,10 @@ type change struct {
 }
 
 type datagram struct {
-	dst netip.AddrPort
-	b   []byte
+	dst   netip.AddrPort
+	b     []byte
+	loc   *locator
+	nonce uint64
 }
 
 // Round probes every target once. A target whose previous probe is still
@@ -180,10 +182,10 @@ func (p *Prober) Round() {
 			p.log.Error("cannot encode probe", "rloc", addr, "eid", l.eid, "error", err)
 			continue
 		}
-		l.nonce, l.sentAt = nonce, now
+		l.nonce = nonce
 		l.sent++
 		p.nonces[nonce] = l
-		out = append(out, datagram{netip.AddrPortFrom(addr, p.opts.Port), b})
+		out = append(out, datagram{netip.AddrPortFrom(addr, p.opts.Port), b, l, nonce})
 	}
 	for addr, l := range p.locs {
 		if !inUse[addr] {
@@ -193,6 +195,13 @@ func (p *Prober) Round() {
 	}
 	p.mu.Unlock()
 	for _, dg := range out {
+		// Each probe is timed from its own send, not the round's start:
+		// a round of many probes takes a while to send.
+		p.mu.Lock()
+		if dg.loc.nonce == dg.nonce {
+			dg.loc.sentAt = p.now()
+		}
+		p.mu.Unlock()
 		if err := p.opts.Sender.Send(dg.dst, dg.b); err != nil {
 			p.counter.sendErrors.Add(1)
 			p.log.Debug("send probe", "rloc", dg.dst.Addr(), "error", err)

@@ -291,3 +291,44 @@ func TestLoopbackResponderStopsAndReturns(t *testing.T) {
 		t.Errorf("changes %v", got)
 	}
 }
+
+// clockedNet is a sender that takes 10 ms per probe, as a busy router
+// might: each probe's RTT must still count from its own send.
+type clockedNet struct {
+	fakeNet
+	now *time.Time
+}
+
+func (n *clockedNet) Send(dst netip.AddrPort, b []byte) error {
+	*n.now = n.now.Add(10 * time.Millisecond)
+	return n.fakeNet.Send(dst, b)
+}
+
+func TestRTTFromEachSend(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	n := &clockedNet{fakeNet{t: t}, &now}
+	var targets []Target
+	for i := range 5 {
+		targets = append(targets, Target{netip.AddrFrom4([4]byte{192, 0, 2, byte(10 + i)}), eid})
+	}
+	p, err := New(Options{Interval: time.Second, Misses: 3, Sender: n,
+		LocalRLOCs: func() []netip.Addr { return []netip.Addr{local4} },
+		Targets:    func() []Target { return targets }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.SetClock(func() time.Time { return now })
+	p.Round()
+	// Every locator answers 30 ms after its probe left: the probes left
+	// at +0, +10, ... +40 ms (stamped before the 10 ms each send takes).
+	for i, s := range n.take() {
+		at := time.Unix(1_700_000_000, 0).Add(time.Duration(10*i+30) * time.Millisecond)
+		now = at
+		if !p.HandleReply(&lisp.MapReply{Probe: true, Nonce: s.req.Nonce}, s.dst) {
+			t.Fatalf("reply %d not taken", i)
+		}
+		if rtt, ok := p.RTT(s.dst.Addr()); !ok || rtt != 30*time.Millisecond {
+			t.Errorf("probe %d to %s: RTT %v, want 30ms", i, s.dst.Addr(), rtt)
+		}
+	}
+}
