@@ -16,7 +16,9 @@ import (
 	"time"
 
 	"github.com/amptcp/amptcp/config"
+	"github.com/amptcp/amptcp/control"
 	"github.com/amptcp/amptcp/control/mapserver"
+	"github.com/amptcp/amptcp/control/pce"
 	"github.com/amptcp/amptcp/control/resolver"
 	"github.com/amptcp/amptcp/control/xtr"
 	"github.com/amptcp/amptcp/internal/ctlsock"
@@ -30,7 +32,8 @@ type Daemon struct {
 
 	ms  *mapserver.Server // nil unless the map-server role runs
 	mr  *resolver.Resolver
-	tun *tunnel // nil unless the xtr or rtr role runs
+	te  *pce.Engine // nil unless the te role runs
+	tun *tunnel     // nil unless the xtr or rtr role runs
 
 	conns   []*conn
 	ctl     net.Listener // nil without a control socket
@@ -62,6 +65,16 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Daemon, error) 
 			return nil, errors.New("map-resolver: needs the map-server role in the same lispd")
 		}
 		d.mr = resolver.New(cfg.MapResolver, d.ms, log)
+	}
+	if cfg.Has(config.RoleTE) {
+		opts := pce.Options{Sender: control.SenderFunc(d.send), LocalRLOCs: d.localRLOCs, Log: log}
+		if d.ms != nil {
+			opts.Registrations = d.ms.Registered
+		}
+		d.te = pce.New(cfg.TE, opts)
+		if d.mr != nil {
+			d.mr.SetEngineer(d.te)
+		}
 	}
 	if path := cfg.Control.Socket; path != "" {
 		ln, err := ctlsock.Listen(path, "lispd")
@@ -130,6 +143,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	if d.ctl != nil {
 		wg.Go(func() { d.serveControl(ctx) })
+	}
+	if d.te != nil {
+		wg.Go(func() { d.te.Run(ctx) })
 	}
 	if d.tun != nil {
 		d.tun.run(ctx, &wg)

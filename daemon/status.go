@@ -7,6 +7,7 @@ import (
 	"github.com/amptcp/amptcp/config"
 	"github.com/amptcp/amptcp/control/mapcache"
 	"github.com/amptcp/amptcp/control/mapserver"
+	"github.com/amptcp/amptcp/control/pce"
 	"github.com/amptcp/amptcp/control/probe"
 	"github.com/amptcp/amptcp/control/resolver"
 	"github.com/amptcp/amptcp/control/xtr"
@@ -29,6 +30,9 @@ type Status struct {
 	MapCache  []mapcache.Entry `json:"map_cache,omitempty"`
 	Probes    []probe.Locator  `json:"probes,omitempty"`
 	Dataplane *DataplaneStatus `json:"dataplane,omitempty"`
+	// TE is the te role: the overlay's nodes, the RTT matrix, the sets
+	// of ELPs and the destinations' path slots.
+	TE *pce.Status `json:"te,omitempty"`
 }
 
 // Counters are the daemon's counters, by name: the control socket and
@@ -66,6 +70,8 @@ type Counters struct {
 	HeapInUse uint64 `json:"heap_in_use"`
 	// Tunnel holds the counters of the xtr and rtr roles, when they run.
 	Tunnel *TunnelCounters `json:"tunnel,omitempty"`
+	// TE holds the te role's, when it runs.
+	TE *pce.Counters `json:"te,omitempty"`
 }
 
 // Counters returns the current counters.
@@ -110,6 +116,10 @@ func (d *Daemon) Counters() Counters {
 	if d.tun != nil {
 		c.Tunnel = d.tun.counters()
 	}
+	if d.te != nil {
+		te := d.te.Counters()
+		c.TE = &te
+	}
 	return c
 }
 
@@ -136,6 +146,10 @@ func (d *Daemon) Status() Status {
 			st.Probes = d.tun.prober.Matrix()
 		}
 		st.Dataplane = d.tun.dataplaneStatus()
+	}
+	if d.te != nil {
+		te := d.te.Status()
+		st.TE = &te
 	}
 	return st
 }

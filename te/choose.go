@@ -121,7 +121,7 @@ func bestSubset(paths []Path, r Rules) uint32 {
 	if r.Disjoint {
 		for i := range n {
 			for j := range n {
-				if i != j && conflict(paths[i], paths[j]) {
+				if i != j && Conflict(paths[i], paths[j]) {
 					conflicts[i] |= 1 << j
 				}
 			}
@@ -207,11 +207,11 @@ func (c *Choice) score() {
 	c.Spread = hi - lo
 }
 
-// conflict says whether two paths' ELPs (their nodes after the source)
+// Conflict says whether two paths' ELPs (their nodes after the source)
 // cannot be told apart by the hop before a router: they start at the same
 // router, or share a link after it. The same ELP does not conflict with
 // itself.
-func conflict(a, b Path) bool {
+func Conflict(a, b Path) bool {
 	if len(a.Nodes) < 2 || len(b.Nodes) < 2 || slices.Equal(a.Nodes[1:], b.Nodes[1:]) {
 		return false
 	}
@@ -228,7 +228,7 @@ func conflict(a, b Path) bool {
 
 func conflicting(p Path, others []Path) (Path, bool) {
 	for _, q := range others {
-		if conflict(p, q) {
+		if Conflict(p, q) {
 			return q, true
 		}
 	}

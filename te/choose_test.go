@@ -166,7 +166,7 @@ func TestChooseAgainstReference(t *testing.T) {
 		}
 		for x := range c.Paths {
 			for y := range x {
-				if rules.Disjoint && conflict(c.Paths[x], c.Paths[y]) {
+				if rules.Disjoint && Conflict(c.Paths[x], c.Paths[y]) {
 					t.Fatalf("graph %d: %v and %v conflict", i, c.Paths[x].Nodes, c.Paths[y].Nodes)
 				}
 			}

@@ -75,6 +75,7 @@ func writeStatus(w io.Writer, st *daemon.Status, now time.Time) {
 		}
 	}
 	writeTunnelStatus(w, st, now)
+	writeTEStatus(w, st.TE, now)
 	c := st.Counters
 	fmt.Fprintf(w, "\ncounters: received %s; malformed %d, sent %d\n", joinCounts(c.Received), c.Malformed, c.Sent)
 	if c.MapRegisters != nil {
