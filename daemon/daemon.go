@@ -67,7 +67,7 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Daemon, error) 
 		d.mr = resolver.New(cfg.MapResolver, d.ms, log)
 	}
 	if cfg.Has(config.RoleTE) {
-		opts := pce.Options{Sender: control.SenderFunc(d.send), LocalRLOCs: d.localRLOCs, Log: log}
+		opts := pce.Options{Sender: control.SenderFunc(d.send), LocalRLOCs: d.localRLOCs, Fetch: o.teFetch, Log: log}
 		if d.ms != nil {
 			opts.Registrations = d.ms.Registered
 		}

@@ -27,6 +27,7 @@ type Status struct {
 	// map-cache, this router's row of the RTT matrix (every locator it
 	// probes) and what the data plane says.
 	XTR       *xtr.Status      `json:"xtr,omitempty"`
+	Join      *xtr.JoinStatus  `json:"join,omitempty"`
 	MapCache  []mapcache.Entry `json:"map_cache,omitempty"`
 	Probes    []probe.Locator  `json:"probes,omitempty"`
 	Dataplane *DataplaneStatus `json:"dataplane,omitempty"`
@@ -140,6 +141,10 @@ func (d *Daemon) Status() Status {
 		if d.cfg.Has(config.RoleXTR) {
 			x := d.tun.xtr.Status()
 			st.XTR = &x
+		}
+		if d.tun.join != nil {
+			j := d.tun.join.Status()
+			st.Join = &j
 		}
 		st.MapCache = d.tun.cache.Snapshot()
 		if d.tun.prober != nil {

@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"net/netip"
 	"sync"
+	"time"
 
 	"github.com/amptcp/amptcp/config"
 	"github.com/amptcp/amptcp/control"
 	"github.com/amptcp/amptcp/control/mapcache"
+	"github.com/amptcp/amptcp/control/pce"
 	"github.com/amptcp/amptcp/control/probe"
 	"github.com/amptcp/amptcp/control/xtr"
 	"github.com/amptcp/amptcp/dataplane"
@@ -45,6 +47,13 @@ type Option func(*options)
 
 type options struct {
 	dataplane DataplaneFunc
+	teFetch   func(ctx context.Context, url string) ([]pce.Row, error)
+}
+
+// WithTEFetch replaces how the te role reads a router's RTTs (an HTTP
+// GET of its metrics by default): tests read them in a namespace.
+func WithTEFetch(f func(ctx context.Context, url string) ([]pce.Row, error)) Option {
+	return func(o *options) { o.teFetch = f }
 }
 
 // WithDataplane replaces the data plane that the xtr and rtr roles drive,
@@ -64,6 +73,8 @@ type tunnel struct {
 	// peers are probed besides the locators in use: the probe-peers and
 	// the RTRs of the overlay join.
 	peers []probe.Target
+	join  *xtr.Join // nil without xtr.join
+	every time.Duration
 	close sync.Once
 }
 
@@ -105,6 +116,9 @@ func (d *Daemon) newTunnel(cfg *config.Config, newDP DataplaneFunc) (*tunnel, er
 			return nil, err
 		}
 		cacheOpts.Reachable, cacheOpts.RTT = t.prober.Up, t.prober.RTT
+	}
+	if x := cfg.XTR; x != nil && x.Join != nil && t.prober != nil {
+		t.join, t.every = xtr.NewJoin(x, t.xtr), cfg.MapCache.ProbeInterval.Duration
 	}
 	if t.cache, err = mapcache.New(cfg.MapCache, cacheOpts); err != nil {
 		t.dp.Close()
@@ -153,6 +167,23 @@ func (t *tunnel) run(ctx context.Context, wg *sync.WaitGroup) {
 	wg.Go(func() { t.xtr.Run(ctx) })
 	if t.prober != nil {
 		wg.Go(func() { t.prober.Run(ctx) })
+	}
+	if t.join != nil {
+		wg.Go(func() { t.joinLoop(ctx) })
+	}
+}
+
+// joinLoop chooses the overlay join's RTRs again every probe interval.
+func (t *tunnel) joinLoop(ctx context.Context) {
+	tick := time.NewTicker(t.every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-tick.C:
+			t.join.Evaluate(now, t.prober.RTT, t.prober.Up) // logs what it does
+		}
 	}
 }
 

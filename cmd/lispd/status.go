@@ -94,6 +94,10 @@ func writeStatus(w io.Writer, st *daemon.Status, now time.Time) {
 		fmt.Fprintf(w, "  probes: sent %d, answered %d, missed %d, unmatched replies %d\n",
 			t.ProbesSent, t.ProbesAnswered, t.ProbesMissed, t.ProbesUnmatched)
 	}
+	if t := c.TE; t != nil {
+		fmt.Fprintf(w, "  te: reads %d (%d failed), sets computed %d, changed %d; answers %d with a source's set, %d with every ELP; smrs sent %d\n",
+			t.Scrapes+t.ScrapeErrors, t.ScrapeErrors, t.Computations, t.Changes, t.AnswersMasked, t.AnswersAll, t.SMRs)
+	}
 }
 
 // joinCounts writes non-zero counts as "a 1, b 2", sorted.

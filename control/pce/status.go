@@ -27,7 +27,6 @@ type Status struct {
 	Graph    time.Time `json:"graph_built"`
 	Vertices int       `json:"vertices"`
 	Edges    int       `json:"edges"`
-	Counters Counters  `json:"counters"`
 }
 
 // NodeStatus is a router of the overlay.
