@@ -58,6 +58,7 @@ var (
 	probesBad     = desc("probe_replies_unmatched_total", "Probe replies that matched no probe in flight.")
 	locatorUp     = desc("locator_up", "Whether a probed locator is up (1) or down (0).", "locator")
 	locatorRTT    = desc("locator_rtt_seconds", "Smoothed round-trip time of RLOC probes to a locator.", "locator")
+	locatorMinRTT = desc("locator_min_rtt_seconds", "Least round-trip time of the RLOC probes to a locator in the last 30 seconds.", "locator")
 	dpPackets     = desc("dataplane_packets_total", "The data plane's packet counters, by name.", "counter")
 
 	// The te role.
@@ -71,6 +72,7 @@ var (
 	teSMRs         = desc("te_smrs_sent_total", "Solicit-Map-Requests sent when a destination's ELPs changed.")
 	teSlotsFull    = desc("te_slots_full_total", "Sets not adopted for want of a path slot.")
 	teLinkRTT      = desc("te_link_rtt_seconds", "The RTT matrix: the smoothed RTT a router measures to an address of another.", "from", "to", "address")
+	teLinkMinRTT   = desc("te_link_min_rtt_seconds", "The RTT matrix the te role weighs links by: the least RTT of the last 30 seconds.", "from", "to", "address")
 	teLinkUp       = desc("te_link_up", "Whether a router finds an address of another up (1) or down (0).", "from", "to", "address")
 	teSetELPs      = desc("te_set_elps", "ELPs in a pair's set.", "source", "destination")
 	teSetAge       = desc("te_set_age_seconds", "Time since a pair's set last changed.", "source", "destination")
@@ -81,9 +83,9 @@ func (l lispd) Describe(ch chan<- *prometheus.Desc) {
 		registers, notifies, regs, expired, requests, replies, records, forwarded, dropped,
 		xtrRegisters, xtrNotifies, xtrFailures, xtrRequests, xtrSMRs, cacheMisses, cacheRequests, cacheFailed,
 		cacheReplies, cacheRecords, cacheSMRs, cacheEntries, cacheExpired, probesSent, probesAnswer, probesMissed,
-		probesBad, locatorUp, locatorRTT, dpPackets,
+		probesBad, locatorUp, locatorRTT, locatorMinRTT, dpPackets,
 		teNodes, teEdges, tePairs, teScrapes, teComputations, teChanges, teAnswers, teSMRs, teSlotsFull,
-		teLinkRTT, teLinkUp, teSetELPs, teSetAge} {
+		teLinkRTT, teLinkMinRTT, teLinkUp, teSetELPs, teSetAge} {
 		ch <- d
 	}
 }
@@ -148,6 +150,9 @@ func collectTE(ch chan<- prometheus.Metric, t *pce.Counters, counter func(*prome
 		if l.RTT > 0 {
 			gauge(teLinkRTT, l.RTT/1000, l.From, l.To, l.Address)
 		}
+		if l.MinRTT > 0 {
+			gauge(teLinkMinRTT, l.MinRTT/1000, l.From, l.To, l.Address)
+		}
 	}
 	for _, s := range t.Sets {
 		gauge(teSetELPs, float64(s.ELPs), s.Source, s.Destination)
@@ -187,6 +192,9 @@ func collectTunnel(ch chan<- prometheus.Metric, t *daemon.TunnelCounters,
 		gauge(locatorUp, up, l.Address)
 		if l.RTT > 0 {
 			gauge(locatorRTT, l.RTT, l.Address)
+		}
+		if l.MinRTT > 0 {
+			gauge(locatorMinRTT, l.MinRTT, l.Address)
 		}
 	}
 	byLabel(dpPackets, t.Dataplane)

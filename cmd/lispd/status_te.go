@@ -35,7 +35,7 @@ func writeTEStatus(w io.Writer, te *pce.Status, now time.Time) {
 		fmt.Fprintln(w)
 	}
 	if len(te.Matrix) > 0 {
-		fmt.Fprintln(w, "\nRTT matrix (from: to address, smoothed RTT):")
+		fmt.Fprintln(w, "\nRTT matrix (from -> to address: smoothed RTT, least RTT of 30s, which links are weighed by):")
 		for _, l := range te.Matrix {
 			to := l.To
 			if to == "" {
@@ -43,7 +43,7 @@ func writeTEStatus(w io.Writer, te *pce.Status, now time.Time) {
 			}
 			fmt.Fprintf(w, "  %s -> %s %s  %s", l.From, to, l.Address, upDown(l.Up))
 			if l.RTT > 0 {
-				fmt.Fprintf(w, "  %.2fms", l.RTT)
+				fmt.Fprintf(w, "  %.2fms, least %.2fms", l.RTT, l.MinRTT)
 			}
 			fmt.Fprintln(w)
 		}

@@ -1,6 +1,7 @@
 package pce
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -17,18 +18,25 @@ import (
 	"github.com/amptcp/amptcp/te"
 )
 
-// Row is what a router says of one locator it probes: whether it is up
-// and its smoothed RTT (0 until it answered).
+// Row is what a router says of one locator it probes: whether it is up,
+// its smoothed RTT and its least RTT of the last half minute (0 until it
+// answered).
 type Row struct {
-	Addr netip.Addr
-	Up   bool
-	RTT  time.Duration
+	Addr   netip.Addr
+	Up     bool
+	RTT    time.Duration
+	MinRTT time.Duration
 }
+
+// weight is what the graph weighs a link by: its least recent RTT, which
+// the queues of the traffic on it do not inflate, else its smoothed RTT.
+func (r Row) weight() time.Duration { return cmp.Or(r.MinRTT, r.RTT) }
 
 // The metrics a lispd exports for each probed locator (package metrics).
 const (
-	metricUp  = "lispd_locator_up"
-	metricRTT = "lispd_locator_rtt_seconds"
+	metricUp     = "lispd_locator_up"
+	metricRTT    = "lispd_locator_rtt_seconds"
+	metricMinRTT = "lispd_locator_min_rtt_seconds"
 )
 
 // maxMetrics bounds what is read of one node's metrics.
@@ -85,11 +93,13 @@ func ParseRows(r io.Reader) ([]Row, error) {
 		}
 	}
 	each(metricUp, func(r *Row, v float64) { r.Up = v == 1 })
-	each(metricRTT, func(r *Row, v float64) {
+	seconds := func(d *time.Duration, v float64) {
 		if v > 0 && v < 3600 {
-			r.RTT = time.Duration(v * float64(time.Second))
+			*d = time.Duration(v * float64(time.Second))
 		}
-	})
+	}
+	each(metricRTT, func(r *Row, v float64) { seconds(&r.RTT, v) })
+	each(metricMinRTT, func(r *Row, v float64) { seconds(&r.MinRTT, v) })
 	out := make([]Row, len(order))
 	for i, a := range order {
 		out[i] = *rows[a]
@@ -175,8 +185,8 @@ type snapshot struct {
 }
 
 // build makes the graph of the nodes' rows: an edge u→v for each locator
-// of v that u probes and finds up, weighted by its RTT (the lightest of
-// several), every xTR a node no path goes through. The caller holds the
+// of v that u probes and finds up, weighted by its least recent RTT (the
+// lightest of several), every xTR a node no path goes through. The caller holds the
 // lock.
 func (e *Engine) build(now time.Time) *snapshot {
 	s := &snapshot{index: map[string]int32{}, built: now}
@@ -198,12 +208,13 @@ func (e *Engine) build(now time.Time) *snapshot {
 		b.SetTransit(i, n.transit())
 		for a, r := range n.rows {
 			v := e.byAddr[a]
-			if v == nil || v == n || !r.Up || r.RTT <= 0 {
+			if v == nil || v == n || !r.Up || r.weight() <= 0 {
 				continue
 			}
 			k := [2]int32{int32(i), s.index[v.name]}
-			if old, ok := edges[k]; !ok || r.RTT.Seconds() < old.w || (r.RTT.Seconds() == old.w && a.Less(old.hop)) {
-				edges[k] = edge{r.RTT.Seconds(), a}
+			w := r.weight().Seconds()
+			if old, ok := edges[k]; !ok || w < old.w || (w == old.w && a.Less(old.hop)) {
+				edges[k] = edge{w, a}
 			}
 		}
 	}

@@ -21,7 +21,7 @@ import (
 func TestScrapeLispdMetrics(t *testing.T) {
 	counters := func() daemon.Counters {
 		return daemon.Counters{Tunnel: &daemon.TunnelCounters{Locators: []daemon.LocatorGauge{
-			{Address: "192.0.2.11", Up: true, RTT: 0.0421},
+			{Address: "192.0.2.11", Up: true, RTT: 0.0421, MinRTT: 0.040},
 			{Address: "192.0.2.12", Up: false, RTT: 0.080},
 			{Address: "2001:db8::1", Up: true}, // not answered yet
 		}}}
@@ -35,7 +35,7 @@ func TestScrapeLispdMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[netip.Addr]pce.Row{
-		netip.MustParseAddr("192.0.2.11"):  {Addr: netip.MustParseAddr("192.0.2.11"), Up: true, RTT: 42100 * time.Microsecond},
+		netip.MustParseAddr("192.0.2.11"):  {Addr: netip.MustParseAddr("192.0.2.11"), Up: true, RTT: 42100 * time.Microsecond, MinRTT: 40 * time.Millisecond},
 		netip.MustParseAddr("192.0.2.12"):  {Addr: netip.MustParseAddr("192.0.2.12"), Up: false, RTT: 80 * time.Millisecond},
 		netip.MustParseAddr("2001:db8::1"): {Addr: netip.MustParseAddr("2001:db8::1"), Up: true},
 	}

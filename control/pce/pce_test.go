@@ -44,11 +44,11 @@ func (o *overlay) set(node string, addr string, rtt time.Duration, up bool) {
 	rows := o.rows[url]
 	for i := range rows {
 		if rows[i].Addr == a {
-			rows[i] = Row{a, up, rtt}
+			rows[i] = Row{Addr: a, Up: up, RTT: rtt}
 			return
 		}
 	}
-	o.rows[url] = append(rows, Row{a, up, rtt})
+	o.rows[url] = append(rows, Row{Addr: a, Up: up, RTT: rtt})
 }
 
 func (o *overlay) Send(dst netip.AddrPort, _ []byte) error {

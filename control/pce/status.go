@@ -43,12 +43,15 @@ type NodeStatus struct {
 
 // Link is one entry of the RTT matrix: what From measures of the
 // address To is reached at.
+// RTT is the smoothed RTT, MinRTT the least of the last half minute,
+// which the graph weighs the link by, in milliseconds.
 type Link struct {
 	From    string  `json:"from"`
 	To      string  `json:"to"`
 	Address string  `json:"address"`
 	Up      bool    `json:"up"`
 	RTT     float64 `json:"rtt_ms"`
+	MinRTT  float64 `json:"min_rtt_ms"`
 }
 
 // PairStatus is the set of one (source, destination) pair.
@@ -187,7 +190,8 @@ func (e *Engine) matrix() []Link {
 			if v := e.byAddr[a]; v != nil {
 				to = v.name
 			}
-			out = append(out, Link{From: name, To: to, Address: a.String(), Up: r.Up, RTT: float64(r.RTT) / float64(time.Millisecond)})
+			out = append(out, Link{From: name, To: to, Address: a.String(), Up: r.Up,
+				RTT: float64(r.RTT) / float64(time.Millisecond), MinRTT: float64(r.MinRTT) / float64(time.Millisecond)})
 		}
 	}
 	return out

@@ -332,3 +332,44 @@ func TestRTTFromEachSend(t *testing.T) {
 		}
 	}
 }
+
+// TestMinRTT: the least RTT of the last 30 seconds, which queues on the
+// path do not raise, and which forgets a minimum that old.
+func TestMinRTT(t *testing.T) {
+	targets := []Target{{rtr, eid}}
+	var changes changeLog
+	p, n, now := newTestProber(t, &targets, &changes)
+	answer := func(rtt time.Duration) {
+		t.Helper()
+		p.Round()
+		s := n.take()[0]
+		*now = now.Add(rtt)
+		p.HandleReply(&lisp.MapReply{Probe: true, Nonce: s.req.Nonce}, s.dst)
+		*now = now.Add(5*time.Second - rtt)
+	}
+	if _, ok := p.MinRTT(rtr); ok {
+		t.Fatal("a minimum before any answer")
+	}
+	for i, c := range []struct{ rtt, min time.Duration }{
+		{30 * time.Millisecond, 30 * time.Millisecond},
+		{50 * time.Millisecond, 30 * time.Millisecond}, // a queue
+		{20 * time.Millisecond, 20 * time.Millisecond},
+		{40 * time.Millisecond, 20 * time.Millisecond},
+		{45 * time.Millisecond, 20 * time.Millisecond},
+	} {
+		answer(c.rtt)
+		if got, _ := p.MinRTT(rtr); got != c.min {
+			t.Fatalf("answer %d: min %v, want %v", i, got, c.min)
+		}
+	}
+	// 30 s after the 20 ms answer, the least of the later ones.
+	for range 4 {
+		answer(45 * time.Millisecond)
+	}
+	if got, _ := p.MinRTT(rtr); got != 40*time.Millisecond {
+		t.Errorf("after the window: min %v, want 40ms", got)
+	}
+	if m := p.Matrix()[0]; m.MinRTT != 40 {
+		t.Errorf("status %+v", m)
+	}
+}
