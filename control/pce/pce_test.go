@@ -328,3 +328,55 @@ func TestUnknownAndUnengineered(t *testing.T) {
 		t.Errorf("no read error shown: %+v", st.Nodes)
 	}
 }
+
+// TestRule2: with every link's capacity known (20 Mbit/s into xd) and a
+// 1 MiB receive buffer, rule 2 alone leaves out the 300 ms ELP: it would
+// make the predicted throughput fall, not rise.
+func TestRule2(t *testing.T) {
+	e, _, _ := paperLike(t, `  head-of-line:
+    rtt-factor: 0
+    max-spread: 0s
+    receive-window: 1MiB
+    capacities: [{from: "*", to: b, rate: 20Mbit}, {from: a, to: "*", rate: 1Gbit}]
+`)
+	rec, _ := ask(t, e, addrOf["xs"], "")
+	if got := locators(rec); len(got) != 3 {
+		t.Fatalf("xs gets %v", got)
+	}
+	st := e.Status().Pairs[0]
+	if len(st.Excluded) != 1 || !strings.Contains(st.Excluded[0], "a > r4 > b: rule 2: predicted 14.0 Mbit/s with it, 46.6 Mbit/s without") {
+		t.Errorf("excluded %v", st.Excluded)
+	}
+}
+
+// TestAlone: a te role without a map-server computes the sets of its
+// configured pairs of configured xTRs, for the status and the metrics.
+func TestAlone(t *testing.T) {
+	cfg, err := config.Parse([]byte(`
+roles: [te]
+te:
+  nodes:
+    - {name: xs, role: xtr, rlocs: [10.0.10.1]}
+    - {name: xd, role: xtr, rlocs: [10.0.20.1]}
+    - {name: r1, rlocs: [10.0.1.1]}
+    - {name: r2, rlocs: [10.0.2.1]}
+  pairs: [{source: xs, destination: xd}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := &overlay{rows: map[string][]Row{}}
+	for _, r := range []string{"r1", "r2"} {
+		o.set("xs", addrOf[r], 20*time.Millisecond, true)
+		o.set(r, addrOf["xd"], 20*time.Millisecond, true)
+	}
+	e := New(cfg.TE, Options{Fetch: o.fetch})
+	e.Collect(context.Background())
+	st := e.Status()
+	if len(st.Pairs) != 1 || len(st.Pairs[0].ELPs) != 2 || st.Pairs[0].Reason != "first set" {
+		t.Fatalf("pairs %+v", st.Pairs)
+	}
+	if c := e.Counters(); len(c.Sets) != 1 || c.Sets[0].ELPs != 2 || len(c.Matrix) != 4 {
+		t.Errorf("counters %+v", c)
+	}
+}
