@@ -107,9 +107,8 @@ func (s *Searcher) prepare(t int32) {
 	s.radius = 0
 	s.update(t, 0)
 	queue := append(s.queue[:0], t)
-	for len(queue) > 0 {
-		v := queue[0]
-		queue = queue[1:]
+	for head := 0; head < len(queue); head++ {
+		v := queue[head]
 		if v != t && !g.transit[v] {
 			continue
 		}
