@@ -17,11 +17,21 @@ import (
 // that the first subflow takes the fastest) and the others at priority
 // 255, which ITRs and `amptcp pm` do not use; to RTRs and anyone else,
 // every ELP in use. A source's first request computes its set before the
-// answer. Without ELPs, the registered mapping stands.
+// answer. Without ELPs, the registered mapping stands, with the TTL of
+// the role's answers at most; for a prefix of no xTR the role knows,
+// the registered mapping as it is.
 func (e *Engine) Engineer(q resolver.Question) (lisp.MapRecord, bool) {
 	now := e.now()
 	e.mu.Lock()
 	t := e.byEID[q.Answer.EID]
+	if t == nil && now.Sub(e.learnt) >= relearn {
+		// Registered since the role last looked: a site's first
+		// requests come right after it registers.
+		e.mu.Unlock()
+		e.learn()
+		e.mu.Lock()
+		t = e.byEID[q.Answer.EID]
+	}
 	if t == nil {
 		e.mu.Unlock()
 		return lisp.MapRecord{}, false
@@ -50,8 +60,13 @@ func (e *Engine) Engineer(q resolver.Question) (lisp.MapRecord, bool) {
 		}
 	}
 	if d.slots.Len() == 0 {
+		// No ELPs yet: the registered mapping, for no longer than the
+		// role's answers, so that the ITR asks again should an SMR be
+		// lost when the ELPs come.
 		e.mu.Unlock()
-		return lisp.MapRecord{}, false
+		rec := q.Answer.Record
+		rec.TTL = min(rec.TTL, uint32(e.cfg.TTL.Minutes()))
+		return rec, true
 	}
 	masked := p != nil && len(p.set) > 0
 	rec := e.record(q.Answer.Record, d, p)
@@ -114,3 +129,7 @@ func elpAddress(hops []netip.Addr) lisp.Address {
 	}
 	return lisp.LCAFAddress(elp)
 }
+
+// relearn is how often a Map-Request for a prefix the role does not know
+// may have it look at the registrations again.
+const relearn = 100 * time.Millisecond

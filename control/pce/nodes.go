@@ -42,6 +42,7 @@ func (e *Engine) learn() {
 		return
 	}
 	regs := e.regs()
+	now := e.now()
 	type learnt struct {
 		site   string
 		source netip.AddrPort
@@ -76,6 +77,7 @@ func (e *Engine) learn() {
 	slices.Sort(order)
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.learnt = now
 	seen := map[string]bool{}
 	for _, id := range order {
 		l := byID[id]

@@ -60,6 +60,7 @@ type Engine struct {
 	byEID   map[mapping.EID]*node // registered prefixes -> their xTR
 	sites   *mapping.Table[*node] // the same, for longest-prefix matches
 	iids    []uint32              // the instances of sites
+	learnt  time.Time             // when the registrations were last read
 	snap    *snapshot             // the graph of the latest RTTs
 	pairs   map[pairKey]*pair
 	dests   map[string]*dest

@@ -309,21 +309,48 @@ func TestNewSlotSolicits(t *testing.T) {
 	}
 }
 
-// TestUnknownAndUnengineered: a prefix of no known xTR keeps its
-// registered mapping; so does one whose xTR has no ELPs yet.
+// TestUnknownAndUnengineered: a destination without ELPs yet keeps its
+// registered mapping, with the role's TTL, so that its ITRs ask again
+// soon; a prefix registered since the last reading is learnt on demand;
+// a prefix of no xTR the role knows keeps its mapping as it is.
 func TestUnknownAndUnengineered(t *testing.T) {
-	e, o, _ := paperLike(t, "")
-	if _, ok := ask(t, e, "192.0.2.1", ""); ok {
-		t.Error("an unknown requester made the destination's first set")
+	e, o, now := paperLike(t, "")
+	rec, ok := ask(t, e, "192.0.2.1", "")
+	if !ok || !slices.Equal(locators(rec), []string{"10.0.20.1 1/100"}) || rec.TTL != 5 {
+		t.Errorf("an unknown requester, no ELPs yet: %v %v ttl %d", ok, locators(rec), rec.TTL)
+	}
+	// Site b's xTR registers from elsewhere now; the role has not read the
+	// registrations since, and a request comes at once.
+	o.mu.Lock()
+	o.regs[1].Source = netip.MustParseAddrPort("10.0.20.9:4342")
+	o.regs[1].EID = mapping.NewEID(0, netip.MustParsePrefix("10.2.0.0/24"))
+	o.regs = o.regs[:1]
+	o.mu.Unlock()
+	e.Collect(context.Background()) // b is gone
+	if _, ok := ask(t, e, addrOf["xs"], ""); ok {
+		t.Error("an answer for a prefix no xTR the role knows registered")
+	}
+	o.mu.Lock()
+	o.regs = append(o.regs, registered("b", "xd", "10.2.0.0/24"))
+	o.mu.Unlock()
+	*now = now.Add(time.Second)
+	o.smrs()
+	if rec, ok := ask(t, e, addrOf["xs"], ""); !ok || rec.TTL != 5 || len(rec.Locators) != 1 {
+		t.Errorf("b registered again, asked at once: %v %v", ok, locators(rec))
+	}
+	// Its ELPs at the next reading, and an SMR to the ITR that asked.
+	e.Collect(context.Background())
+	if smrs := o.smrs(); len(smrs) != 1 || smrs[0].Addr().String() != addrOf["xs"] {
+		t.Errorf("SMRs %v, want one to xs", smrs)
+	}
+	if rec, _ := ask(t, e, addrOf["xs"], ""); len(rec.Locators) != 3 {
+		t.Errorf("after the SMR: %v", locators(rec))
 	}
 	o.mu.Lock()
 	o.rows = map[string][]Row{}
 	o.mu.Unlock()
 	e.Collect(context.Background()) // one failed read: the rows stay
 	e.Collect(context.Background())
-	if _, ok := ask(t, e, addrOf["xs"], ""); ok {
-		t.Error("an answer without measurements")
-	}
 	if st := e.Status(); len(st.Nodes[0].Error) == 0 {
 		t.Errorf("no read error shown: %+v", st.Nodes)
 	}
