@@ -227,15 +227,10 @@ func (t *TE) validate(ck *checker, te bool) {
 	owner := map[netip.Addr]string{}
 	for i, n := range t.Nodes {
 		path := fmt.Sprintf("te.nodes[%d]", i)
-		switch {
-		case n.Name == "":
-			ck.add(path+".name", "missing")
-		case names[n.Name]:
-			ck.add(path+".name", "%q is the name of another node", n.Name)
-		case n.Name == "*":
+		ck.unique(path+".name", "node", n.Name, names)
+		if n.Name == "*" {
 			ck.add(path+".name", `"*" stands for any node in capacities`)
 		}
-		names[n.Name] = true
 		oneOf(ck, path+".role", n.Role, "rtr", "xtr")
 		if len(n.RLOCs) == 0 {
 			ck.add(path+".rlocs", "missing: a node has at least one address")

@@ -2,6 +2,7 @@ package pce
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -125,12 +126,7 @@ func (e *Engine) index() {
 	clear(e.byEID)
 	e.iids = e.iids[:0]
 	e.sites = mapping.NewTable[*node]()
-	names := make([]string, 0, len(e.nodes))
-	for name := range e.nodes {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(e.nodes)) {
 		n := e.nodes[name]
 		for _, a := range n.addrs {
 			if e.byAddr[a] == nil || n.configured {

@@ -2,6 +2,7 @@ package pce
 
 import (
 	"cmp"
+	"maps"
 	"net/netip"
 	"slices"
 	"sync/atomic"
@@ -124,7 +125,7 @@ func (e *Engine) Status() Status {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	st := Status{Graph: e.snap.built, Vertices: e.snap.g.Nodes(), Edges: e.snap.g.Edges()}
-	for _, name := range sortedKeys(e.nodes) {
+	for _, name := range slices.Sorted(maps.Keys(e.nodes)) {
 		n := e.nodes[name]
 		ns := NodeStatus{Name: name, Role: n.role, Configured: n.configured, Metrics: n.metrics, Read: n.read, Error: n.err}
 		for _, a := range n.addrs {
@@ -157,7 +158,7 @@ func (e *Engine) Status() Status {
 	slices.SortFunc(st.Pairs, func(a, b PairStatus) int {
 		return cmp.Or(cmp.Compare(a.Source, b.Source), cmp.Compare(a.Destination, b.Destination))
 	})
-	for _, name := range sortedKeys(e.dests) {
+	for _, name := range slices.Sorted(maps.Keys(e.dests)) {
 		ds := DestStatus{Name: name}
 		for i, sl := range e.dests[name].slots.All() {
 			ss := SlotStatus{PathID: i + 1, Users: sl.Users}
@@ -182,7 +183,7 @@ func (e *Engine) Status() Status {
 // the lock.
 func (e *Engine) matrix() []Link {
 	var out []Link
-	for _, name := range sortedKeys(e.nodes) {
+	for _, name := range slices.Sorted(maps.Keys(e.nodes)) {
 		n := e.nodes[name]
 		for _, a := range sortedAddrs(n.rows) {
 			r := n.rows[a]
@@ -224,20 +225,6 @@ func (e *Engine) counters() Counters {
 	return c
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
-}
-
 func sortedAddrs(rows map[netip.Addr]Row) []netip.Addr {
-	out := make([]netip.Addr, 0, len(rows))
-	for a := range rows {
-		out = append(out, a)
-	}
-	slices.SortFunc(out, netip.Addr.Compare)
-	return out
+	return slices.SortedFunc(maps.Keys(rows), netip.Addr.Compare)
 }
