@@ -209,7 +209,7 @@ func TestTEPaperOverlay(t *testing.T) {
 			t.Fatalf("the client's site gets %v, want r1, r2, r3 by RTT", got)
 		}
 		p, ok := pairOf(lispdStatus(t, st, "ms").TE, "a", "b")
-		if !ok || len(p.ELPs) != 3 || len(p.Excluded) != 1 || !strings.Contains(p.Excluded[0], "a > r4 > b: rule 1") {
+		if !ok || len(p.ELPs) != 3 || !slices.ContainsFunc(p.Excluded, func(x string) bool { return strings.HasPrefix(x, "a > r4 > b: rule 1") }) {
 			t.Errorf("pair a -> b: %+v", p)
 		}
 	})
@@ -305,7 +305,7 @@ func TestTEDisjoint(t *testing.T) {
 		t.Fatalf("the client's site gets %v, want r2>r3>xd and r1>r4>xd", got)
 	}
 	p, _ := pairOf(lispdStatus(t, st, "ms").TE, "a", "b")
-	if len(p.Excluded) != 1 || !strings.Contains(p.Excluded[0], "a > r1 > r3 > b: not in the best set") {
+	if !slices.Contains(p.Excluded, "a > r1 > r3 > b: not in the best set") {
 		t.Errorf("pair a -> b: %+v", p)
 	}
 	// Each RTR carries packets of its own ELP's slot only.
