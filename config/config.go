@@ -25,7 +25,8 @@ import (
 type Config struct {
 	// Roles lispd runs: map-server, map-resolver, ddt-node (a node of
 	// the Delegated Database Tree, RFC 8111), xtr (an ITR and ETR), rtr
-	// (a re-encapsulating tunnel router).
+	// (a re-encapsulating tunnel router), te (traffic engineering of the
+	// overlay's ELPs).
 	Roles []Role `yaml:"roles"`
 	// Listen are the addresses of the control sockets (UDP 4342 unless a
 	// port is given): "0.0.0.0", "::", "192.0.2.1", "[2001:db8::1]:4342".
@@ -44,6 +45,9 @@ type Config struct {
 	Dataplane *Dataplane `yaml:"dataplane"`
 	MapCache  *MapCache  `yaml:"map-cache"`
 	XTR       *XTR       `yaml:"xtr"`
+
+	// TE computes the ELPs that Map-Replies carry (the te role).
+	TE *TE `yaml:"te"`
 }
 
 // Role is a job lispd does.
@@ -55,10 +59,11 @@ const (
 	RoleDDTNode     Role = "ddt-node"
 	RoleXTR         Role = "xtr"
 	RoleRTR         Role = "rtr"
+	RoleTE          Role = "te"
 )
 
 // Roles are all the roles, in the order they are documented.
-var Roles = []Role{RoleMapServer, RoleMapResolver, RoleDDTNode, RoleXTR, RoleRTR}
+var Roles = []Role{RoleMapServer, RoleMapResolver, RoleDDTNode, RoleXTR, RoleRTR, RoleTE}
 
 // Log configures log/slog.
 type Log struct {

@@ -60,6 +60,7 @@ func (c *Config) Defaults() {
 	}
 	c.tunnelDefaults()
 	c.ddtDefaults()
+	c.teDefaults()
 }
 
 func setBool(b **bool, def bool) {

@@ -95,6 +95,10 @@ type MapCache struct {
 	// probes in a row and up again at the first answer.
 	ProbeInterval *Duration `yaml:"probe-interval"`
 	ProbeMisses   int       `yaml:"probe-misses"`
+	// ProbePeers are addresses probed besides the locators in use: the
+	// router's neighbours in the overlay, whose RTTs make its row of the
+	// RTT matrix that the te role reads (docs/te.md).
+	ProbePeers []string `yaml:"probe-peers"`
 	// Static are entries given here rather than resolved: they never
 	// expire and Map-Replies do not replace them; a reload (SIGHUP)
 	// applies their changes.
@@ -131,6 +135,24 @@ type XTR struct {
 	// tells the others with a Map-Notify when the merged set changes.
 	// Without it, each xTR registers all of the site's locators.
 	Merge bool `yaml:"merge"`
+	// Join, when set, joins the site to the overlay through its closest
+	// RTRs ([SDN-MPTCP]'s overlay join, docs/te.md).
+	Join *Join `yaml:"join"`
+}
+
+// Join is the overlay join of [SDN-MPTCP] in LISP terms: the xtr probes
+// RTRs and registers, before each mapping's configured locators, an ELP
+// through each of the Count closest that ends at the mapping's first
+// plain RLOC. It chooses again as the RTTs change: at once when a chosen
+// RTR goes down, otherwise when a closer set has been found Confirm
+// probe intervals in a row and HoldDown after the last change.
+type Join struct {
+	RTRs     []string `yaml:"rtrs"`
+	Count    int      `yaml:"count"`
+	Priority uint8    `yaml:"priority"`
+	Weight   uint8    `yaml:"weight"`
+	Confirm  int      `yaml:"confirm"`
+	HoldDown Duration `yaml:"hold-down"`
 }
 
 // ID returns the xTR-ID, or nil when none is configured.
@@ -208,6 +230,7 @@ const (
 	DefaultProbeMisses        = 3
 	DefaultRegisterInterval   = time.Minute
 	DefaultRecordTTL          = 24 * time.Hour
+	DefaultJoinCount          = 2
 )
 
 func (c *Config) tunnelDefaults() {
@@ -254,6 +277,17 @@ func (c *Config) tunnelDefaults() {
 		for i := range x.MapServers {
 			setString(&x.MapServers[i].Algorithm, DefaultKeyAlgorithm)
 		}
+		if j := x.Join; j != nil {
+			setInt(&j.Count, DefaultJoinCount)
+			setInt(&j.Confirm, DefaultTEConfirm)
+			setDuration(&j.HoldDown, DefaultTEHoldDown)
+			if j.Priority == 0 {
+				j.Priority = 1
+			}
+			if j.Weight == 0 {
+				j.Weight = 50
+			}
+		}
 	}
 }
 
@@ -279,6 +313,9 @@ func (c *Config) validateTunnel(ck *checker) {
 	}
 	if x := c.XTR; x != nil && xtr {
 		x.validate(ck)
+		if x.Join != nil && c.MapCache != nil && c.MapCache.ProbeInterval.Duration == 0 {
+			ck.add("xtr.join", "set, but probing is off (map-cache.probe-interval 0): the join chooses RTRs by their RTT")
+		}
 	}
 	if !xtr && !rtr {
 		if c.Dataplane != nil {
@@ -427,6 +464,14 @@ func (mc *MapCache) validate(ck *checker) {
 			l.validate(ck, fmt.Sprintf("%s.locators[%d]", path, j))
 		}
 	}
+	for i, a := range mc.ProbePeers {
+		if _, err := netip.ParseAddr(a); err != nil {
+			ck.add(fmt.Sprintf("map-cache.probe-peers[%d]", i), "%q is not an IP address", a)
+		}
+	}
+	if len(mc.ProbePeers) > 0 && mc.ProbeInterval.Duration == 0 {
+		ck.add("map-cache.probe-peers", "set, but probing is off (probe-interval 0)")
+	}
 }
 
 func (x *XTR) validate(ck *checker) {
@@ -482,6 +527,41 @@ func (x *XTR) validate(ck *checker) {
 	}
 	if x.SiteID != 0 && x.XTRID == "" {
 		ck.add("xtr.site-id", "set without xtr-id: they are sent together")
+	}
+	if j := x.Join; j != nil {
+		j.validate(ck, x)
+	}
+}
+
+func (j *Join) validate(ck *checker, x *XTR) {
+	if len(j.RTRs) == 0 {
+		ck.add("xtr.join.rtrs", "missing: the join measures at least one RTR")
+	}
+	for i, a := range j.RTRs {
+		if _, err := netip.ParseAddr(a); err != nil {
+			ck.add(fmt.Sprintf("xtr.join.rtrs[%d]", i), "%q is not an IP address", a)
+		}
+	}
+	if j.Count < 1 || j.Count > MaxPaths {
+		ck.add("xtr.join.count", "%d is not between 1 and %d", j.Count, MaxPaths)
+	}
+	if j.Priority == 255 {
+		ck.add("xtr.join.priority", "255 is \"do not use\"")
+	}
+	if j.Confirm < 1 {
+		ck.add("xtr.join.confirm", "must be at least 1")
+	}
+	if j.HoldDown.Duration < 0 {
+		ck.add("xtr.join.hold-down", "must not be negative")
+	}
+	for i, m := range x.DatabaseMappings {
+		path := fmt.Sprintf("xtr.database-mappings[%d]", i)
+		if !slices.ContainsFunc(m.Locators, func(l LocatorConfig) bool { return l.Address != "" }) {
+			ck.add(path+".locators", "no plain RLOC for the join's ELPs to end at")
+		}
+		if len(m.Locators)+j.Count > MaxPaths {
+			ck.add(path+".locators", "%d locators and %d ELPs of the join: the data plane takes at most %d", len(m.Locators), j.Count, MaxPaths)
+		}
 	}
 }
 

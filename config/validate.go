@@ -30,6 +30,17 @@ func (e Errors) Error() string {
 
 type checker struct{ errs Errors }
 
+// unique checks that name is set and names no other kind in seen.
+func (c *checker) unique(path, kind, name string, seen map[string]bool) {
+	switch {
+	case name == "":
+		c.add(path, "missing")
+	case seen[name]:
+		c.add(path, "%q is the name of another %s", name, kind)
+	}
+	seen[name] = true
+}
+
 func (c *checker) add(path, format string, args ...any) {
 	c.errs = append(c.errs, FieldError{path, fmt.Sprintf(format, args...)})
 }
@@ -63,6 +74,9 @@ func (c *Config) Validate() error {
 	}
 	c.validateTunnel(&ck)
 	c.validateDDT(&ck)
+	if t := c.TE; t != nil {
+		t.validate(&ck, c.Has(RoleTE))
+	}
 	if len(ck.errs) > 0 {
 		return ck.errs
 	}
@@ -123,13 +137,7 @@ func (ms *MapServer) validate(ck *checker) {
 	owner := map[string]string{} // "[iid]prefix" -> the path that claimed it
 	for i, s := range ms.Sites {
 		path := fmt.Sprintf("map-server.sites[%d]", i)
-		switch {
-		case s.Name == "":
-			ck.add(path+".name", "missing")
-		case names[s.Name]:
-			ck.add(path+".name", "%q is the name of another site", s.Name)
-		}
-		names[s.Name] = true
+		ck.unique(path+".name", "site", s.Name, names)
 		if len(s.Keys) == 0 && !s.AllowUnauthenticated {
 			ck.add(path+".keys", "missing: a site needs a key unless allow-unauthenticated is set")
 		}

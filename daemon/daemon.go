@@ -18,6 +18,7 @@ import (
 	"github.com/amptcp/amptcp/control"
 	"github.com/amptcp/amptcp/control/ddt"
 	"github.com/amptcp/amptcp/control/mapserver"
+	"github.com/amptcp/amptcp/control/pce"
 	"github.com/amptcp/amptcp/control/resolver"
 	"github.com/amptcp/amptcp/control/xtr"
 	"github.com/amptcp/amptcp/internal/ctlsock"
@@ -37,6 +38,7 @@ type Daemon struct {
 	ms  *mapserver.Server // nil unless the map-server role runs
 	mr  *resolver.Resolver
 	ddt *ddt.Authority // answers DDT Map-Requests: nil unless ddt-node or map-server runs
+	te  *pce.Engine    // nil unless the te role runs
 	tun *tunnel        // nil unless the xtr or rtr role runs
 
 	conns   []*conn
@@ -75,6 +77,16 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Daemon, error) 
 		return nil, err
 	}
 	d.ddt = authority
+	if cfg.Has(config.RoleTE) {
+		opts := pce.Options{Sender: control.SenderFunc(d.send), LocalRLOCs: d.localRLOCs, Fetch: o.teFetch, Log: log}
+		if d.ms != nil {
+			opts.Registrations = d.ms.Registered
+		}
+		d.te = pce.New(cfg.TE, opts)
+		if d.mr != nil {
+			d.mr.SetEngineer(d.te)
+		}
+	}
 	if path := cfg.Control.Socket; path != "" {
 		ln, err := ctlsock.Listen(path, "lispd")
 		if err != nil {
@@ -151,6 +163,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	if d.ctl != nil {
 		wg.Go(func() { d.serveControl(ctx) })
+	}
+	if d.te != nil {
+		wg.Go(func() { d.te.Run(ctx) })
 	}
 	if d.tun != nil {
 		d.tun.run(ctx, &wg)

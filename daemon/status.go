@@ -7,6 +7,7 @@ import (
 	"github.com/amptcp/amptcp/config"
 	"github.com/amptcp/amptcp/control/mapcache"
 	"github.com/amptcp/amptcp/control/mapserver"
+	"github.com/amptcp/amptcp/control/pce"
 	"github.com/amptcp/amptcp/control/probe"
 	"github.com/amptcp/amptcp/control/resolver"
 	"github.com/amptcp/amptcp/control/xtr"
@@ -30,12 +31,16 @@ type Status struct {
 	// map-cache, this router's row of the RTT matrix (every locator it
 	// probes) and what the data plane says.
 	XTR          *xtr.Status              `json:"xtr,omitempty"`
+	Join         *xtr.JoinStatus          `json:"join,omitempty"`
 	MapResolvers []mapcache.ResolverState `json:"map_resolvers,omitempty"`
 	MapCache     []mapcache.Entry         `json:"map_cache,omitempty"`
 	Probes       []probe.Locator          `json:"probes,omitempty"`
 	Dataplane    *DataplaneStatus         `json:"dataplane,omitempty"`
 	// LastReload is what the last configuration reload did.
 	LastReload *Reload `json:"last_reload,omitempty"`
+	// TE is the te role: the overlay's nodes, the RTT matrix, the sets
+	// of ELPs and the destinations' path slots.
+	TE *pce.Status `json:"te,omitempty"`
 }
 
 // Counters are the daemon's counters, by name: the control socket and
@@ -83,6 +88,8 @@ type Counters struct {
 	HeapInUse uint64 `json:"heap_in_use"`
 	// Tunnel holds the counters of the xtr and rtr roles, when they run.
 	Tunnel *TunnelCounters `json:"tunnel,omitempty"`
+	// TE holds the te role's, when it runs.
+	TE *pce.Counters `json:"te,omitempty"`
 }
 
 // Counters returns the current counters.
@@ -133,6 +140,10 @@ func (d *Daemon) Counters() Counters {
 	if d.tun != nil {
 		c.Tunnel = d.tun.counters()
 	}
+	if d.te != nil {
+		te := d.te.Counters()
+		c.TE = &te
+	}
 	return c
 }
 
@@ -160,11 +171,19 @@ func (d *Daemon) Status() Status {
 			st.XTR = &x
 		}
 		st.MapResolvers = d.tun.cache.Resolvers()
+		if d.tun.join != nil {
+			j := d.tun.join.Status()
+			st.Join = &j
+		}
 		st.MapCache = d.tun.cache.Snapshot()
 		if d.tun.prober != nil {
 			st.Probes = d.tun.prober.Matrix()
 		}
 		st.Dataplane = d.tun.dataplaneStatus()
+	}
+	if d.te != nil {
+		te := d.te.Status()
+		st.TE = &te
 	}
 	return st
 }

@@ -7,13 +7,16 @@ import (
 	"log/slog"
 	"net/netip"
 	"sync"
+	"time"
 
 	"github.com/amptcp/amptcp/config"
 	"github.com/amptcp/amptcp/control"
 	"github.com/amptcp/amptcp/control/mapcache"
+	"github.com/amptcp/amptcp/control/pce"
 	"github.com/amptcp/amptcp/control/probe"
 	"github.com/amptcp/amptcp/control/xtr"
 	"github.com/amptcp/amptcp/dataplane"
+	"github.com/amptcp/amptcp/mapping"
 )
 
 // Dataplane is what the xtr and rtr roles need of the data plane: the
@@ -57,6 +60,13 @@ type options struct {
 	dataplane DataplaneFunc
 	cfgFile   string         // what Reload reads and Restart checks
 	level     *slog.LevelVar // what Reload sets log.level in
+	teFetch   func(ctx context.Context, url string) ([]pce.Row, error)
+}
+
+// WithTEFetch replaces how the te role reads a router's RTTs (an HTTP
+// GET of its metrics by default): tests read them in a namespace.
+func WithTEFetch(f func(ctx context.Context, url string) ([]pce.Row, error)) Option {
+	return func(o *options) { o.teFetch = f }
 }
 
 // WithDataplane replaces the data plane that the xtr and rtr roles drive,
@@ -73,7 +83,12 @@ type tunnel struct {
 	cache  *mapcache.Cache
 	xtr    *xtr.XTR
 	prober *probe.Prober // nil with probing off
-	close  sync.Once
+	// peers are probed besides the locators in use: the probe-peers and
+	// the RTRs of the overlay join.
+	peers []probe.Target
+	join  *xtr.Join // nil without xtr.join
+	every time.Duration
+	close sync.Once
 }
 
 // A tunnel starts with what the data plane adopted from the lispd
@@ -93,7 +108,7 @@ func (d *Daemon) newTunnel(cfg *config.Config, newDP DataplaneFunc) (*tunnel, er
 	if err != nil {
 		return nil, fmt.Errorf("dataplane: %w", err)
 	}
-	t := &tunnel{dp: dp}
+	t := &tunnel{dp: dp, peers: peerTargets(cfg)}
 	send := control.SenderFunc(d.send)
 	rlocs := d.localRLOCs
 	if t.xtr, err = xtr.New(cfg.XTR, xtr.Options{
@@ -120,6 +135,9 @@ func (d *Daemon) newTunnel(cfg *config.Config, newDP DataplaneFunc) (*tunnel, er
 		}
 		cacheOpts.Reachable, cacheOpts.RTT = t.prober.Up, t.prober.RTT
 	}
+	if x := cfg.XTR; x != nil && x.Join != nil && t.prober != nil {
+		t.join, t.every = xtr.NewJoin(x, t.xtr), cfg.MapCache.ProbeInterval.Duration
+	}
 	if t.cache, err = mapcache.New(cfg.MapCache, cacheOpts); err != nil {
 		t.dp.Close()
 		return nil, err
@@ -140,11 +158,32 @@ func (d *Daemon) newTunnel(cfg *config.Config, newDP DataplaneFunc) (*tunnel, er
 
 func (t *tunnel) probeTargets() []probe.Target {
 	locs := t.cache.Locators()
-	targets := make([]probe.Target, len(locs))
+	targets := make([]probe.Target, len(locs), len(locs)+len(t.peers))
 	for i, l := range locs {
 		targets[i] = probe.Target{Addr: l.Addr, EID: l.EID}
 	}
-	return targets
+	return append(targets, t.peers...)
+}
+
+// peerTargets are the addresses probed whether or not a mapping uses
+// them. Their probes ask about the peer's own address, a host EID of
+// instance 0: a peer answers a probe for an EID it does not hold with an
+// empty record, which is all the RTT needs.
+func peerTargets(cfg *config.Config) []probe.Target {
+	var addrs []string
+	if mc := cfg.MapCache; mc != nil {
+		addrs = append(addrs, mc.ProbePeers...)
+	}
+	if x := cfg.XTR; x != nil && x.Join != nil {
+		addrs = append(addrs, x.Join.RTRs...)
+	}
+	var out []probe.Target
+	for _, s := range addrs {
+		if a, err := netip.ParseAddr(s); err == nil { // validated
+			out = append(out, probe.Target{Addr: a.Unmap(), EID: mapping.HostEID(0, a.Unmap())})
+		}
+	}
+	return out
 }
 
 // run starts the roles' loops; they return when ctx is done.
@@ -153,6 +192,23 @@ func (t *tunnel) run(ctx context.Context, wg *sync.WaitGroup) {
 	wg.Go(func() { t.xtr.Run(ctx) })
 	if t.prober != nil {
 		wg.Go(func() { t.prober.Run(ctx) })
+	}
+	if t.join != nil {
+		wg.Go(func() { t.joinLoop(ctx) })
+	}
+}
+
+// joinLoop chooses the overlay join's RTRs again every probe interval.
+func (t *tunnel) joinLoop(ctx context.Context) {
+	tick := time.NewTicker(t.every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-tick.C:
+			t.join.Evaluate(now, t.prober.RTT, t.prober.Up) // logs what it does
+		}
 	}
 }
 

@@ -45,12 +45,14 @@ type TunnelCounters struct {
 	DataplaneError string            `json:"dataplane_error,omitempty"`
 }
 
-// LocatorGauge is a probed locator: up or down, and its smoothed RTT in
-// seconds (0 until it answered).
+// LocatorGauge is a probed locator: up or down, its smoothed RTT and
+// the least RTT of the last half minute, in seconds (0 until it
+// answered).
 type LocatorGauge struct {
 	Address string  `json:"address"`
 	Up      bool    `json:"up"`
 	RTT     float64 `json:"rtt_seconds"`
+	MinRTT  float64 `json:"min_rtt_seconds"`
 }
 
 func (t *tunnel) counters() *TunnelCounters {
@@ -76,7 +78,7 @@ func (t *tunnel) counters() *TunnelCounters {
 		p := t.prober.Counters()
 		c.ProbesSent, c.ProbesAnswered, c.ProbesMissed, c.ProbesUnmatched = p.Sent, p.Answered, p.Missed, p.Unmatched
 		for _, l := range t.prober.Matrix() {
-			c.Locators = append(c.Locators, LocatorGauge{Address: l.Address, Up: l.Up, RTT: l.SRTT / 1000})
+			c.Locators = append(c.Locators, LocatorGauge{Address: l.Address, Up: l.Up, RTT: l.SRTT / 1000, MinRTT: l.MinRTT / 1000})
 		}
 	}
 	if dc, err := t.dp.Counters(); err != nil {

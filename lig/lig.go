@@ -44,6 +44,10 @@ type Options struct {
 	// is a valid instance, hence the separate flag.
 	IID    uint32
 	HasIID bool
+	// SourceEID, when valid, is the request's source EID: the mapping
+	// system then answers as it would the ITR of that EID's site, which
+	// shows the ELPs a traffic-engineered site gets (docs/te.md).
+	SourceEID netip.Addr
 	// Tries is how many Map-Requests to send at most (DefaultTries if 0),
 	// Timeout how long to wait after each (DefaultTimeout if 0).
 	Tries   int
@@ -148,6 +152,9 @@ func (q *query) send() error {
 	ecm, err := NewRequest(q.res.EID, q.res.Source, q.nonce)
 	if err != nil {
 		return err
+	}
+	if a := q.opts.SourceEID; a.IsValid() {
+		ecm.Message.(*lisp.MapRequest).SourceEID = eidAddress(a.Unmap(), q.opts.IID, q.opts.HasIID)
 	}
 	pkt, err := ecm.AppendBinary(nil)
 	if err != nil {

@@ -130,6 +130,25 @@ func TestQueryInstanceID(t *testing.T) {
 	}
 }
 
+// TestQuerySourceEID: -e puts the source EID in the request, in the
+// instance of the EID asked.
+func TestQuerySourceEID(t *testing.T) {
+	mr := ligtest.NewResolver(t, answer(pathRecord(lisp.LCAFAddress(&lisp.InstanceID{IID: 7, Address: lisp.MustParseAddress("10.2.0.0")}))))
+	opts := options(mr, nil)
+	opts.IID, opts.HasIID, opts.SourceEID = 7, true, netip.MustParseAddr("10.1.0.9")
+	if _, err := Query(context.Background(), eid, opts); err != nil {
+		t.Fatal(err)
+	}
+	if got := mr.Requests()[0].MapRequest.SourceEID.String(); got != "[7]10.1.0.9" {
+		t.Errorf("source EID %s, want [7]10.1.0.9", got)
+	}
+	opts.SourceEID = netip.Addr{}
+	Query(context.Background(), eid, opts)
+	if got := mr.Requests()[1].MapRequest.SourceEID; !got.IsZero() {
+		t.Errorf("source EID %s without -e", got)
+	}
+}
+
 func TestQueryNegative(t *testing.T) {
 	mr := ligtest.NewResolver(t, answer(lisp.MapRecord{
 		TTL: 15, EID: lisp.MustParseAddress("10.0.0.0"), MaskLen: 8, Action: lisp.ActionNativelyForward,

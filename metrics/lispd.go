@@ -3,6 +3,7 @@ package metrics
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/amptcp/amptcp/control/pce"
 	"github.com/amptcp/amptcp/daemon"
 )
 
@@ -59,7 +60,24 @@ var (
 	probesBad     = desc("probe_replies_unmatched_total", "Probe replies that matched no probe in flight.")
 	locatorUp     = desc("locator_up", "Whether a probed locator is up (1) or down (0).", "locator")
 	locatorRTT    = desc("locator_rtt_seconds", "Smoothed round-trip time of RLOC probes to a locator.", "locator")
+	locatorMinRTT = desc("locator_min_rtt_seconds", "Least round-trip time of the RLOC probes to a locator in the last 30 seconds.", "locator")
 	dpPackets     = desc("dataplane_packets_total", "The data plane's packet counters, by name.", "counter")
+
+	// The te role.
+	teNodes        = desc("te_nodes", "Routers of the overlay the te role knows.")
+	teEdges        = desc("te_links", "Links of the overlay graph: measured, up, with an RTT.")
+	tePairs        = desc("te_pairs", "Active (source, destination) pairs.")
+	teScrapes      = desc("te_reads_total", "Reads of the routers' RTTs, by result: ok or error.", "result")
+	teComputations = desc("te_computations_total", "Sets of ELPs computed.")
+	teChanges      = desc("te_set_changes_total", "Sets of ELPs adopted in place of the set in use.")
+	teAnswers      = desc("te_answers_total", "Map-Replies carrying the te role's ELPs, by kind: masked (a source's set) or all.", "kind")
+	teSMRs         = desc("te_smrs_sent_total", "Solicit-Map-Requests sent when a destination's ELPs changed.")
+	teSlotsFull    = desc("te_slots_full_total", "Sets not adopted for want of a path slot.")
+	teLinkRTT      = desc("te_link_rtt_seconds", "The RTT matrix: the smoothed RTT a router measures to an address of another.", "from", "to", "address")
+	teLinkMinRTT   = desc("te_link_min_rtt_seconds", "The RTT matrix the te role weighs links by: the least RTT of the last 30 seconds.", "from", "to", "address")
+	teLinkUp       = desc("te_link_up", "Whether a router finds an address of another up (1) or down (0).", "from", "to", "address")
+	teSetELPs      = desc("te_set_elps", "ELPs in a pair's set.", "source", "destination")
+	teSetAge       = desc("te_set_age_seconds", "Time since a pair's set last changed.", "source", "destination")
 )
 
 func (l lispd) Describe(ch chan<- *prometheus.Desc) {
@@ -67,7 +85,9 @@ func (l lispd) Describe(ch chan<- *prometheus.Desc) {
 		registers, notifies, merged, acks, regs, expired, requests, replies, records, forwarded, dropped,
 		xtrRegisters, xtrNotifies, xtrFailures, xtrRequests, xtrSMRs, cacheMisses, cacheRequests, cacheFailed,
 		cacheReplies, cacheRecords, cacheSMRs, cacheEntries, cacheExpired, probesSent, probesAnswer, probesMissed,
-		probesBad, locatorUp, locatorRTT, dpPackets} {
+		probesBad, locatorUp, locatorRTT, locatorMinRTT, dpPackets,
+		teNodes, teEdges, tePairs, teScrapes, teComputations, teChanges, teAnswers, teSMRs, teSlotsFull,
+		teLinkRTT, teLinkMinRTT, teLinkUp, teSetELPs, teSetAge} {
 		ch <- d
 	}
 	describeDDT(ch)
@@ -106,6 +126,44 @@ func (l lispd) Collect(ch chan<- prometheus.Metric) {
 	if t := c.Tunnel; t != nil {
 		collectTunnel(ch, t, counter, byLabel)
 	}
+	if t := c.TE; t != nil {
+		collectTE(ch, t, counter)
+	}
+}
+
+// collectTE exports the te role's counters, the RTT matrix and the sets.
+func collectTE(ch chan<- prometheus.Metric, t *pce.Counters, counter func(*prometheus.Desc, uint64, ...string)) {
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	gauge(teNodes, float64(t.Nodes))
+	gauge(teEdges, float64(t.Edges))
+	gauge(tePairs, float64(t.Pairs))
+	counter(teScrapes, t.Scrapes, "ok")
+	counter(teScrapes, t.ScrapeErrors, "error")
+	counter(teComputations, t.Computations)
+	counter(teChanges, t.Changes)
+	counter(teAnswers, t.AnswersMasked, "masked")
+	counter(teAnswers, t.AnswersAll, "all")
+	counter(teSMRs, t.SMRs)
+	counter(teSlotsFull, t.SlotsFull)
+	for _, l := range t.Matrix {
+		up := 0.0
+		if l.Up {
+			up = 1
+		}
+		gauge(teLinkUp, up, l.From, l.To, l.Address)
+		if l.RTT > 0 {
+			gauge(teLinkRTT, l.RTT/1000, l.From, l.To, l.Address)
+		}
+		if l.MinRTT > 0 {
+			gauge(teLinkMinRTT, l.MinRTT/1000, l.From, l.To, l.Address)
+		}
+	}
+	for _, s := range t.Sets {
+		gauge(teSetELPs, float64(s.ELPs), s.Source, s.Destination)
+		gauge(teSetAge, s.Age.Seconds(), s.Source, s.Destination)
+	}
 }
 
 // collectTunnel exports the counters of the xtr and rtr roles, which a
@@ -140,6 +198,9 @@ func collectTunnel(ch chan<- prometheus.Metric, t *daemon.TunnelCounters,
 		gauge(locatorUp, up, l.Address)
 		if l.RTT > 0 {
 			gauge(locatorRTT, l.RTT, l.Address)
+		}
+		if l.MinRTT > 0 {
+			gauge(locatorMinRTT, l.MinRTT, l.Address)
 		}
 	}
 	byLabel(dpPackets, t.Dataplane)

@@ -64,6 +64,16 @@ func TestMappingOf(t *testing.T) {
 			loc(lisp.NameAddress("not a path"), 1, true),
 		}, rlocs: 1, elps: 2},
 		{name: "only 255", locs: []lisp.Locator{loc(lisp.MustParseAddress("198.51.100.1"), 255, true)}},
+		// A te role's answer (docs/te.md): the destination's ELPs in their
+		// slots, this source's set usable, another source's and a retired
+		// one at 255. The count follows the set.
+		{name: "a te role's set", locs: []lisp.Locator{
+			loc(elpOf("192.0.2.11", "198.51.100.1"), 255, true),
+			loc(elpOf("192.0.2.12", "198.51.100.1"), 1, true),
+			loc(elpOf("192.0.2.13", "198.51.100.1"), 1, true),
+			loc(elpOf("192.0.2.14", "198.51.100.1"), 255, true),
+			loc(elpOf("192.0.2.15", "198.51.100.1"), 1, true),
+		}, elps: 3},
 		{name: "negative", negative: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

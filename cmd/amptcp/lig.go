@@ -46,15 +46,22 @@ func runLig(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		opts.Source = a
 		return err
 	})
+	flags.Func("e", "ask as the ITR of the site of `SOURCE-EID` (the request's source EID): a te role answers with that site's ELPs", func(s string) error {
+		a, err := netip.ParseAddr(s)
+		opts.SourceEID = a
+		return err
+	})
 	jsonOut := flags.Bool("json", false, "print the result as one JSON object")
 	trace := flags.Bool("trace", false, "follow the DDT referrals from RESOLVER, a DDT node (the root), and print each")
 	flags.Usage = func() {
-		fmt.Fprint(stderr, `usage: amptcp lig [-m RESOLVER] [-i IID] [-c COUNT] [-t TIMEOUT] [-s SOURCE] [-json] [-trace] EID
+		fmt.Fprint(stderr, `usage: amptcp lig [-m RESOLVER] [-i IID] [-c COUNT] [-t TIMEOUT] [-s SOURCE] [-e SOURCE-EID] [-json] [-trace] EID
 
 Sends an encapsulated Map-Request for the IPv4 or IPv6 address EID to a
 map-resolver and prints the Map-Reply, from whoever answers it (the
 map-server as a proxy, or the ETR): its EID-prefix, TTL and locators,
-with each Explicit Locator Path hop by hop. Each try uses a new nonce;
+with each Explicit Locator Path hop by hop; with -e, the ELPs a
+traffic-engineering map-server gives the ITR of SOURCE-EID's site (the
+usable ones at a priority below 255). Each try uses a new nonce;
 replies with a nonce not sent, and malformed packets, are ignored. With
 no reply after COUNT tries it prints "*** No map-reply received ***"
 and exits with status 1. Flags may also follow EID.

@@ -95,6 +95,7 @@ func writeStatus(w io.Writer, st *daemon.Status, now time.Time) {
 	}
 	writeDDTStatus(w, st, now)
 	writeTunnelStatus(w, st, now)
+	writeTEStatus(w, st.TE, now)
 	c := st.Counters
 	fmt.Fprintf(w, "\ncounters: received %s; malformed %d, sent %d\n", joinCounts(c.Received), c.Malformed, c.Sent)
 	if c.MapRegisters != nil {
@@ -115,6 +116,10 @@ func writeStatus(w io.Writer, st *daemon.Status, now time.Time) {
 			t.Misses, t.MapRequests, t.RequestsFailed, joinCounts(t.MapReplies), joinCounts(t.MapReplyRecords), t.SMRsReceived, t.Expired)
 		fmt.Fprintf(w, "  probes: sent %d, answered %d, missed %d, unmatched replies %d\n",
 			t.ProbesSent, t.ProbesAnswered, t.ProbesMissed, t.ProbesUnmatched)
+	}
+	if t := c.TE; t != nil {
+		fmt.Fprintf(w, "  te: reads %d (%d failed), sets computed %d, changed %d; answers %d with a source's set, %d with every ELP; smrs sent %d\n",
+			t.Scrapes+t.ScrapeErrors, t.ScrapeErrors, t.Computations, t.Changes, t.AnswersMasked, t.AnswersAll, t.SMRs)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/amptcp/amptcp/control/mapcache"
+	"github.com/amptcp/amptcp/control/pce"
 	"github.com/amptcp/amptcp/control/probe"
 	"github.com/amptcp/amptcp/control/xtr"
 	"github.com/amptcp/amptcp/daemon"
@@ -63,6 +64,54 @@ func TestTunnelStatusText(t *testing.T) {
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("status lacks %q", want)
+		}
+	}
+}
+
+func TestTEStatusText(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	st := &daemon.Status{
+		Version: "test", Started: now.Add(-time.Hour),
+		Join: &xtr.JoinStatus{RTRs: []xtr.JoinRTR{{Address: "192.0.2.11", RTT: 4.2, Chosen: true}, {Address: "192.0.2.12"}},
+			Changed: now.Add(-time.Minute), Reason: "first set", Changes: 1},
+		TE: &pce.Status{
+			Graph: now.Add(-time.Second), Vertices: 3, Edges: 2,
+			Nodes: []pce.NodeStatus{{Name: "a", Role: "xtr", RLOCs: []string{"192.0.2.1"}, EIDs: []string{"10.1.0.0/24"}, Read: now.Add(-time.Second)},
+				{Name: "r1", Role: "rtr", RLOCs: []string{"192.0.2.11"}, Metrics: "http://192.0.2.11:9342/metrics", Error: "connection refused"}},
+			Matrix: []pce.Link{{From: "a", To: "r1", Address: "192.0.2.11", Up: true, RTT: 40.5, MinRTT: 40.1}, {From: "r1", Address: "203.0.113.9"}},
+			Pairs: []pce.PairStatus{{Source: "a", Destination: "b", Changed: now.Add(-90 * time.Second), Reason: "a no longer reaches r2 (192.0.2.12)",
+				Changes: 2, Pending: 1, ELPs: []pce.ELPStatus{{PathID: 1, Nodes: []string{"a", "r1", "b"}, Hops: []string{"192.0.2.11", "192.0.2.2"}, RTT: 80}},
+				Excluded: []string{"a > r4 > b: rule 1: RTT 300.0 ms beyond 120.0 ms"}}},
+			Destinations: []pce.DestStatus{{Name: "b", Slots: []pce.SlotStatus{
+				{PathID: 1, Hops: []string{"192.0.2.11", "192.0.2.2"}, Users: 1},
+				{PathID: 2, Hops: []string{"192.0.2.12", "192.0.2.2"}, Retired: now.Add(-90 * time.Second)},
+				{PathID: 3}}}},
+		},
+		Counters: daemon.Counters{TE: &pce.Counters{Scrapes: 9, ScrapeErrors: 1, Computations: 4, Changes: 2, AnswersMasked: 3, AnswersAll: 1, SMRs: 2}},
+	}
+	var b bytes.Buffer
+	writeStatus(&b, st, now)
+	out := b.String()
+	for _, want := range []string{
+		"overlay join: through 192.0.2.11 for 1m0s (first set)",
+		"  rtr 192.0.2.11  rtt 4.20ms",
+		"  rtr 192.0.2.12  down or not measured",
+		"te: 2 routers, graph of 2 links built 1s ago",
+		"  xtr a  192.0.2.1  eids 10.1.0.0/24  read 1s ago",
+		"  rtr r1  192.0.2.11  cannot read http://192.0.2.11:9342/metrics: connection refused",
+		"  a -> r1 192.0.2.11  up  40.50ms, least 40.10ms",
+		"  r1 -> (no node) 203.0.113.9  down",
+		"  a -> b: 1 ELPs, for 1m30s (a no longer reaches r2 (192.0.2.12); 2 changes), a better set found 1 times in a row",
+		"    path 1  192.0.2.11 -> 192.0.2.2  rtt 80.00ms  (a > r1 > b)",
+		"    left out: a > r4 > b: rule 1: RTT 300.0 ms beyond 120.0 ms",
+		"path slots of b (the order of its Map-Replies):",
+		"  path 1  192.0.2.11 -> 192.0.2.2  1 sources",
+		"  path 2  192.0.2.12 -> 192.0.2.2  retired 1m30s ago",
+		"  path 3  free",
+		"  te: reads 10 (1 failed), sets computed 4, changed 2; answers 3 with a source's set, 1 with every ELP; smrs sent 2",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("missing %q in:\n%s", want, out)
 		}
 	}
 }

@@ -56,6 +56,20 @@ func writeTunnelStatus(w io.Writer, st *daemon.Status, now time.Time) {
 		}
 		fmt.Fprintf(w, "\nmap-resolvers (asked in this order, those down last): %s\n", strings.Join(rs, ", "))
 	}
+	if j := st.Join; j != nil {
+		fmt.Fprintf(w, "\noverlay join: through %s", j)
+		if j.Changes > 0 {
+			fmt.Fprintf(w, " for %s (%s)", now.Sub(j.Changed).Round(time.Second), j.Reason)
+		}
+		fmt.Fprintln(w)
+		for _, r := range j.RTRs {
+			rtt := "down or not measured"
+			if r.RTT > 0 {
+				rtt = fmt.Sprintf("rtt %.2fms", r.RTT)
+			}
+			fmt.Fprintf(w, "  rtr %s  %s\n", r.Address, rtt)
+		}
+	}
 	if st.MapCache != nil {
 		fmt.Fprintf(w, "\nmap-cache: %d entries\n", len(st.MapCache))
 		for _, e := range st.MapCache {

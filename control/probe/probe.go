@@ -79,11 +79,25 @@ type locator struct {
 	misses    int // unanswered probes in a row
 	last      time.Duration
 	srtt      time.Duration
+	mins      []sample // the window's minimum at the front: each sample smaller than the ones after
+
 	sent      uint64
 	answered  uint64
 	lastReply time.Time
 	since     time.Time // of the last change of up
 }
+
+// sample is an RTT and when it was measured.
+type sample struct {
+	at  time.Time
+	rtt time.Duration
+}
+
+// MinWindow is how far back MinRTT looks: the minimum RTT of the last
+// half minute is the path's, without the queues that traffic builds on
+// it (SRTT follows those: a traffic-engineered set of paths weighted by
+// SRTT would move away from its own traffic).
+const MinWindow = 30 * time.Second
 
 // New returns a Prober; Run starts it.
 func New(opts Options) (*Prober, error) {
@@ -158,8 +172,10 @@ type change struct {
 }
 
 type datagram struct {
-	dst netip.AddrPort
-	b   []byte
+	dst   netip.AddrPort
+	b     []byte
+	loc   *locator
+	nonce uint64
 }
 
 // Round probes every target once. A target whose previous probe is still
@@ -210,10 +226,10 @@ func (p *Prober) Round() {
 			p.log.Error("cannot encode probe", "rloc", addr, "eid", l.eid, "error", err)
 			continue
 		}
-		l.nonce, l.sentAt = nonce, now
+		l.nonce = nonce
 		l.sent++
 		p.nonces[nonce] = l
-		out = append(out, datagram{netip.AddrPortFrom(addr, p.opts.Port), b})
+		out = append(out, datagram{netip.AddrPortFrom(addr, p.opts.Port), b, l, nonce})
 	}
 	for addr, l := range p.locs {
 		if !inUse[addr] {
@@ -223,6 +239,13 @@ func (p *Prober) Round() {
 	}
 	p.mu.Unlock()
 	for _, dg := range out {
+		// Each probe is timed from its own send, not the round's start:
+		// a round of many probes takes a while to send.
+		p.mu.Lock()
+		if dg.loc.nonce == dg.nonce {
+			dg.loc.sentAt = p.now()
+		}
+		p.mu.Unlock()
 		if err := p.opts.Sender.Send(dg.dst, dg.b); err != nil {
 			p.counter.sendErrors.Add(1)
 			p.log.Debug("send probe", "rloc", dg.dst.Addr(), "error", err)
@@ -289,6 +312,13 @@ func (p *Prober) HandleReply(reply *lisp.MapReply, src netip.AddrPort) bool {
 		l.srtt += (rtt - l.srtt) / 8 // RFC 6298's alpha
 	}
 	l.answered++
+	for len(l.mins) > 0 && l.mins[len(l.mins)-1].rtt >= rtt {
+		l.mins = l.mins[:len(l.mins)-1]
+	}
+	l.mins = append(l.mins, sample{now, rtt})
+	for now.Sub(l.mins[0].at) > MinWindow {
+		l.mins = l.mins[1:]
+	}
 	l.misses = 0
 	l.lastReply = now
 	var changes []change
@@ -310,6 +340,18 @@ func (p *Prober) Up(addr netip.Addr) bool {
 	defer p.mu.Unlock()
 	l := p.locs[addr.Unmap()]
 	return l == nil || l.up
+}
+
+// MinRTT is the least RTT of a locator's answers in the last MinWindow,
+// once it answered.
+func (p *Prober) MinRTT(addr netip.Addr) (time.Duration, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	l := p.locs[addr.Unmap()]
+	if l == nil || len(l.mins) == 0 {
+		return 0, false
+	}
+	return l.mins[0].rtt, true
 }
 
 // RTT is a locator's smoothed round-trip time, once it answered.

@@ -312,3 +312,85 @@ func TestSetSchedule(t *testing.T) {
 		t.Error("an interval of 0 was taken")
 	}
 }
+
+// clockedNet is a sender that takes 10 ms per probe, as a busy router
+// might: each probe's RTT must still count from its own send.
+type clockedNet struct {
+	fakeNet
+	now *time.Time
+}
+
+func (n *clockedNet) Send(dst netip.AddrPort, b []byte) error {
+	*n.now = n.now.Add(10 * time.Millisecond)
+	return n.fakeNet.Send(dst, b)
+}
+
+func TestRTTFromEachSend(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	n := &clockedNet{fakeNet{t: t}, &now}
+	var targets []Target
+	for i := range 5 {
+		targets = append(targets, Target{netip.AddrFrom4([4]byte{192, 0, 2, byte(10 + i)}), eid})
+	}
+	p, err := New(Options{Interval: time.Second, Misses: 3, Sender: n,
+		LocalRLOCs: func() []netip.Addr { return []netip.Addr{local4} },
+		Targets:    func() []Target { return targets }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.SetClock(func() time.Time { return now })
+	p.Round()
+	// Every locator answers 30 ms after its probe left: the probes left
+	// at +0, +10, ... +40 ms (stamped before the 10 ms each send takes).
+	for i, s := range n.take() {
+		at := time.Unix(1_700_000_000, 0).Add(time.Duration(10*i+30) * time.Millisecond)
+		now = at
+		if !p.HandleReply(&lisp.MapReply{Probe: true, Nonce: s.req.Nonce}, s.dst) {
+			t.Fatalf("reply %d not taken", i)
+		}
+		if rtt, ok := p.RTT(s.dst.Addr()); !ok || rtt != 30*time.Millisecond {
+			t.Errorf("probe %d to %s: RTT %v, want 30ms", i, s.dst.Addr(), rtt)
+		}
+	}
+}
+
+// TestMinRTT: the least RTT of the last 30 seconds, which queues on the
+// path do not raise, and which forgets a minimum that old.
+func TestMinRTT(t *testing.T) {
+	targets := []Target{{rtr, eid}}
+	var changes changeLog
+	p, n, now := newTestProber(t, &targets, &changes)
+	answer := func(rtt time.Duration) {
+		t.Helper()
+		p.Round()
+		s := n.take()[0]
+		*now = now.Add(rtt)
+		p.HandleReply(&lisp.MapReply{Probe: true, Nonce: s.req.Nonce}, s.dst)
+		*now = now.Add(5*time.Second - rtt)
+	}
+	if _, ok := p.MinRTT(rtr); ok {
+		t.Fatal("a minimum before any answer")
+	}
+	for i, c := range []struct{ rtt, min time.Duration }{
+		{30 * time.Millisecond, 30 * time.Millisecond},
+		{50 * time.Millisecond, 30 * time.Millisecond}, // a queue
+		{20 * time.Millisecond, 20 * time.Millisecond},
+		{40 * time.Millisecond, 20 * time.Millisecond},
+		{45 * time.Millisecond, 20 * time.Millisecond},
+	} {
+		answer(c.rtt)
+		if got, _ := p.MinRTT(rtr); got != c.min {
+			t.Fatalf("answer %d: min %v, want %v", i, got, c.min)
+		}
+	}
+	// 30 s after the 20 ms answer, the least of the later ones.
+	for range 4 {
+		answer(45 * time.Millisecond)
+	}
+	if got, _ := p.MinRTT(rtr); got != 40*time.Millisecond {
+		t.Errorf("after the window: min %v, want 40ms", got)
+	}
+	if m := p.Matrix()[0]; m.MinRTT != 40 {
+		t.Errorf("status %+v", m)
+	}
+}

@@ -43,8 +43,10 @@ type Locator struct {
 	Known bool `json:"known"`
 	// RTT is the last round-trip time, SRTT the smoothed one (RFC 6298),
 	// in milliseconds; zero until it answers.
-	RTT       float64   `json:"rtt_ms"`
-	SRTT      float64   `json:"srtt_ms"`
+	RTT  float64 `json:"rtt_ms"`
+	SRTT float64 `json:"srtt_ms"`
+	// MinRTT is the least RTT of the last MinWindow, in milliseconds.
+	MinRTT    float64   `json:"min_rtt_ms"`
 	Sent      uint64    `json:"sent"`
 	Answered  uint64    `json:"answered"`
 	Misses    int       `json:"misses_in_a_row"`
@@ -65,12 +67,19 @@ func (p *Prober) Matrix() []Locator {
 	for _, l := range locs {
 		out = append(out, Locator{
 			Address: l.addr.String(), EID: l.eid.String(), Up: l.up, Known: l.known,
-			RTT: ms(l.last), SRTT: ms(l.srtt), Sent: l.sent, Answered: l.answered, Misses: l.misses,
+			RTT: ms(l.last), SRTT: ms(l.srtt), MinRTT: ms(minOf(l.mins)), Sent: l.sent, Answered: l.answered, Misses: l.misses,
 			LastReply: l.lastReply, Since: l.since,
 		})
 	}
 	p.mu.Unlock()
 	return out
+}
+
+func minOf(mins []sample) time.Duration {
+	if len(mins) == 0 {
+		return 0
+	}
+	return mins[0].rtt
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

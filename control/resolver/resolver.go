@@ -31,9 +31,30 @@ type Resolver struct {
 	unregisteredTTL uint32
 	limit           *limiter     // nil: no rate limit
 	ddt             *ddtResolver // nil: no DDT
+	engineer        Engineer     // nil: the mappings as registered
 	log             *slog.Logger
 	counter         counters
 }
+
+// Engineer gives, for the one who asks, the mapping a Map-Reply carries
+// in place of the registered one: the te role's sets of ELPs. It says
+// false to leave the registered mapping.
+type Engineer interface {
+	Engineer(q Question) (lisp.MapRecord, bool)
+}
+
+// Question is a Map-Request's record that the mapping system answers
+// with a registered mapping: the mapping, the request and where it came
+// from.
+type Question struct {
+	Answer  mapping.Answer
+	Request *lisp.MapRequest
+	From    netip.AddrPort
+}
+
+// SetEngineer makes e rewrite the mappings of proxy Map-Replies. Call it
+// before the resolver serves.
+func (r *Resolver) SetEngineer(e Engineer) { r.engineer = e }
 
 // New returns a map-resolver that answers from db (nil: none) and, with
 // cfg.DDT, through the DDT. A nil logger discards.
@@ -95,7 +116,13 @@ func (r *Resolver) HandleECM(raw []byte, ecm *lisp.ECM, src netip.AddrPort, out 
 		ans := r.resolveLocal(iid, eid)
 		switch ans.Kind {
 		case mapping.Mapping:
-			reply.Records = append(reply.Records, ans.Record)
+			rec := ans.Record
+			if r.engineer != nil {
+				if own, ok := r.engineer.Engineer(Question{Answer: ans, Request: req, From: src}); ok {
+					rec = own
+				}
+			}
+			reply.Records = append(reply.Records, rec)
 			r.counter.mappings.Add(1)
 		case mapping.Forward:
 			if !forwarded {

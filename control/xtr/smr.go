@@ -92,7 +92,7 @@ func (x *XTR) changed(eids []mapping.EID) (int, error) {
 		if _, still := x.db.Get(k.eid); !still {
 			delete(x.itrs, k)
 		}
-		b, err := encodeSMR(k.eid, i, rlocs, k.itr)
+		b, err := control.EncodeSMR(k.eid, i.sourceIID, i.sourceEID, rlocs, k.itr)
 		if err != nil {
 			x.log.Debug("cannot build SMR", "eid", k.eid, "itr", k.itr, "error", err)
 			continue
@@ -105,39 +105,6 @@ func (x *XTR) changed(eids []mapping.EID) (int, error) {
 	x.counter.smrs.Add(uint64(len(out)))
 	x.Tick()
 	return len(out), nil
-}
-
-// encodeSMR builds a Solicit-Map-Request (RFC 9301 §6.1): a Map-Request
-// with the S bit whose source EID is the prefix that changed, asking about
-// the ITR's own EID when it gave one (else the changed prefix), with the
-// local RLOCs of the ITR's family first.
-func encodeSMR(eid mapping.EID, i *itr, rlocs []netip.Addr, to netip.Addr) ([]byte, error) {
-	var itrs []lisp.Address
-	for _, same := range []bool{true, false} {
-		for _, a := range rlocs {
-			if a = a.Unmap(); (a.Is4() == to.Is4()) == same && len(itrs) < lisp.MaxITRRLOCs {
-				itrs = append(itrs, lisp.IPAddress(a))
-			}
-		}
-	}
-	if len(itrs) == 0 {
-		itrs = []lisp.Address{lisp.IPAddress(netip.IPv4Unspecified())}
-		if to.Is6() {
-			itrs[0] = lisp.IPAddress(netip.IPv6Unspecified())
-		}
-	}
-	record := lisp.RequestRecord{EID: control.EIDAddress(eid.IID, eid.Prefix.Addr()), MaskLen: uint8(eid.Prefix.Bits())}
-	if i.sourceEID.IsValid() {
-		record = lisp.RequestRecord{EID: control.EIDAddress(i.sourceIID, i.sourceEID), MaskLen: uint8(i.sourceEID.BitLen())}
-	}
-	req := lisp.MapRequest{
-		SMR:       true,
-		Nonce:     control.Nonce(),
-		SourceEID: control.EIDAddress(eid.IID, eid.Prefix.Addr()),
-		ITRRLOCs:  itrs,
-		Records:   []lisp.RequestRecord{record},
-	}
-	return req.AppendBinary(nil)
 }
 
 // sameRecord reports whether two records say the same on the wire.

@@ -167,7 +167,7 @@ func (c *compiler) configs() error {
 			s := c.sites[n.Site]
 			node := c.nodes[n.Name]
 			dp := &config.Dataplane{InstanceID: c.t.InstanceID, PathSelection: node.PathSelection,
-				SourceSelection: node.SourceSelection, MPTCPSubflows: node.MPTCPSubflows}
+				SourceSelection: node.SourceSelection, MPTCPSubflows: node.MPTCPSubflows, PathID: node.PathID}
 			for _, iface := range n.Interfaces {
 				if iface.EID {
 					dp.EIDInterfaces = append(dp.EIDInterfaces, iface.Name)
@@ -191,7 +191,7 @@ func (c *compiler) configs() error {
 			cfg = &config.Config{Roles: []config.Role{config.RoleXTR}, Dataplane: dp, XTR: x,
 				MapCache: &config.MapCache{MapResolvers: siteMS, ProbeInterval: &probe}}
 		case RoleRTR:
-			dp := &config.Dataplane{}
+			dp := &config.Dataplane{PathID: c.nodes[n.Name].PathID}
 			for _, iface := range n.Interfaces {
 				dp.RLOCInterfaces = append(dp.RLOCInterfaces, iface.Name)
 			}
@@ -199,6 +199,9 @@ func (c *compiler) configs() error {
 			// ELPs (docs/routers.md).
 			cfg = &config.Config{Roles: []config.Role{config.RoleRTR}, Dataplane: dp,
 				MapCache: &config.MapCache{MapResolvers: mrs, ProbeInterval: &config.Duration{}}}
+			if c.t.TE != nil && len(c.peersOf(n.Name)) > 0 {
+				cfg.MapCache.ProbeInterval = &probe // for the te role's RTT matrix
+			}
 		case RoleHost:
 			if err := c.pmConfig(n, mrs); err != nil {
 				return err
@@ -208,6 +211,12 @@ func (c *compiler) configs() error {
 			continue
 		}
 		n.LispdInstance = lispdInstances[n.Role]
+		if c.t.TE != nil && (n.Role == RoleXTR || n.Role == RoleRTR) {
+			cfg.Metrics.Listen = fmt.Sprintf("0.0.0.0:%d", MetricsPort)
+			if cfg.MapCache.ProbeInterval.Duration > 0 {
+				cfg.MapCache.ProbePeers = c.peersOf(n.Name)
+			}
+		}
 		n.LispdSocket = filepath.Join(c.plan.Dir, n.Name+".lispd.sock")
 		cfg.Listen = []string{"0.0.0.0"}
 		cfg.Control.Socket = n.LispdSocket
@@ -227,6 +236,10 @@ func (c *compiler) configs() error {
 func (c *compiler) msConfig(n *NodePlan, roots []string) *config.Config {
 	cfg := &config.Config{Roles: []config.Role{config.RoleMapServer, config.RoleMapResolver},
 		MapServer: &config.MapServer{}}
+	if c.t.TE != nil {
+		cfg.Roles = append(cfg.Roles, config.RoleTE)
+		cfg.TE = c.teConfig()
+	}
 	for _, s := range c.plan.Sites {
 		if !c.serves(n.Name, c.siteOf(s.Name)) {
 			continue

@@ -30,6 +30,8 @@ type Topology struct {
 	Links      []Link     `yaml:"links"`
 	Timeline   []Event    `yaml:"timeline"`
 	Lispd      LispdFlags `yaml:"lispd"`
+	// TE, when set, runs the te role beside the map-servers.
+	TE *TE `yaml:"te"`
 }
 
 // LispdFlags are settings of every lispd of the lab.
@@ -91,6 +93,9 @@ type Node struct {
 	PathSelection   string `yaml:"path-selection"`
 	SourceSelection string `yaml:"source-selection"`
 	MPTCPSubflows   string `yaml:"mptcp-subflows"`
+	// PathID is the data plane's path-id of an xtr or an rtr:
+	// data-header or previous-hop.
+	PathID string `yaml:"path-id"`
 }
 
 // Site is a LISP site: an EID prefix behind one xTR.

@@ -12,24 +12,8 @@ import (
 )
 
 // ParseRate reads a rate in bit/s written as tc writes them: "8Mbit",
-// "500kbit", "1Gbit", "1200bit" (the unit's case does not matter).
-func ParseRate(s string) (float64, error) {
-	units := []struct {
-		suffix string
-		mult   float64
-	}{{"gbit", 1e9}, {"mbit", 1e6}, {"kbit", 1e3}, {"bit", 1}}
-	lower := strings.ToLower(strings.TrimSpace(s))
-	for _, u := range units {
-		if num, ok := strings.CutSuffix(lower, u.suffix); ok {
-			v, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
-			if err != nil || !(v > 0) || math.IsInf(v, 0) {
-				break
-			}
-			return v * u.mult, nil
-		}
-	}
-	return 0, fmt.Errorf("%q is not a rate like 8Mbit, 500kbit or 1Gbit", s)
-}
+// "500kbit", "1Gbit", "1200bit" (config.ParseRate).
+func ParseRate(s string) (float64, error) { return config.ParseRate(s) }
 
 // ParseQueue reads a queue size: bytes ("150000", "64KB", "64KiB",
 // "1MB") or packets ("100 packets", "100p"), which count as frames of the

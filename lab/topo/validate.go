@@ -71,6 +71,7 @@ func (t *Topology) Validate() error {
 	links := t.validateLinks(&ck, nodes)
 	t.validateRoles(&ck, nodes, sites, links)
 	t.validateTimeline(&ck, links)
+	t.validateTE(&ck, nodes)
 	if len(ck.errs) > 0 {
 		return ck.errs
 	}
@@ -112,6 +113,9 @@ func (t *Topology) validateNodes(ck *checker) map[string]*Node {
 					ck.add(path+"."+field, "only an xtr has it")
 				}
 			}
+		}
+		if n.PathID != "" && n.Role != RoleXTR && n.Role != RoleRTR {
+			ck.add(path+".path-id", "only an xtr or an rtr has it")
 		}
 	}
 	return nodes

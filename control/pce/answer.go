@@ -1,0 +1,135 @@
+package pce
+
+import (
+	"net/netip"
+	"time"
+
+	"github.com/amptcp/amptcp/control"
+	"github.com/amptcp/amptcp/control/resolver"
+	"github.com/amptcp/amptcp/lisp"
+	"github.com/amptcp/amptcp/te"
+)
+
+// Engineer gives the mapping of a registered prefix for the one who
+// asks (resolver.Engineer). When the prefix's xTR is the destination of
+// sets, the record carries its ELPs in their slots: to a source xTR with
+// a set, its ELPs usable (priority 1, weights falling with their RTT so
+// that the first subflow takes the fastest) and the others at priority
+// 255, which ITRs and `amptcp pm` do not use; to RTRs and anyone else,
+// every ELP in use. A source's first request computes its set before the
+// answer. Without ELPs, the registered mapping stands, with the TTL of
+// the role's answers at most; for a prefix of no xTR the role knows,
+// the registered mapping as it is.
+func (e *Engine) Engineer(q resolver.Question) (lisp.MapRecord, bool) {
+	now := e.now()
+	e.mu.Lock()
+	t := e.byEID[q.Answer.EID]
+	if t == nil && now.Sub(e.learnt) >= relearn {
+		// Registered since the role last looked: a site's first
+		// requests come right after it registers.
+		e.mu.Unlock()
+		e.learn()
+		e.mu.Lock()
+		t = e.byEID[q.Answer.EID]
+	}
+	if t == nil {
+		e.mu.Unlock()
+		return lisp.MapRecord{}, false
+	}
+	src := e.requester(q.Request, q.From)
+	var p *pair
+	if src != nil && src.role == "xtr" && src != t {
+		k := pairKey{src.name, t.name}
+		if p = e.pairs[k]; p == nil {
+			p = &pair{key: k, tracker: te.NewTracker(e.hyst)}
+			e.pairs[k] = p
+		}
+		p.lastAsked = now
+		if len(p.set) == 0 && now.Sub(p.computed) >= time.Second {
+			e.mu.Unlock()
+			e.Refresh(func(x *pair) bool { return x == p })
+			e.mu.Lock()
+		}
+	}
+	// Known routers are solicited when the mapping changes; this one
+	// asks after any change its own request made.
+	d := e.dest(t.name)
+	if src != nil {
+		if at, ok := control.ReplyAddr(q.Request.ITRRLOCs, q.From.Addr()); ok {
+			d.askers[asker{at.Unmap(), q.Answer.EID}] = now
+		}
+	}
+	if d.slots.Len() == 0 {
+		// No ELPs yet: the registered mapping, for no longer than the
+		// role's answers, so that the ITR asks again should an SMR be
+		// lost when the ELPs come.
+		e.mu.Unlock()
+		rec := q.Answer.Record
+		rec.TTL = min(rec.TTL, uint32(e.cfg.TTL.Minutes()))
+		return rec, true
+	}
+	masked := p != nil && len(p.set) > 0
+	rec := e.record(q.Answer.Record, d, p)
+	e.mu.Unlock()
+	if masked {
+		e.counter.answersMasked.Add(1)
+	} else {
+		e.counter.answersAll.Add(1)
+	}
+	return rec, true
+}
+
+// record is the registered record with the destination's slots as its
+// locators, the TTL of the role's answers, and p's ELPs the usable ones
+// (every ELP in use when p is nil or has no set). A free slot inside the
+// list keeps its position with the registration's first locator at
+// priority 255, unreachable. The caller holds the lock.
+func (e *Engine) record(reg lisp.MapRecord, d *dest, p *pair) lisp.MapRecord {
+	rec := reg
+	rec.TTL = uint32(e.cfg.TTL.Minutes())
+	rank := map[int]int{}
+	if p != nil {
+		for r, i := range p.slots {
+			rank[i] = r
+		}
+	}
+	masked := len(rank) > 0
+	slots := d.slots.All()
+	rec.Locators = make([]lisp.Locator, len(slots))
+	for i, sl := range slots {
+		l := lisp.Locator{Priority: 255, MPriority: 255, Reachable: true}
+		switch r, mine := rank[i]; {
+		case sl.Key == "":
+			l.Reachable = false
+			if len(reg.Locators) > 0 {
+				l.Address = reg.Locators[0].Address
+			}
+		case mine:
+			l.Priority, l.Weight = 1, uint8(max(1, 50-r))
+		case !masked && sl.Users > 0:
+			l.Priority, l.Weight = 1, 1
+		}
+		if sl.Key != "" {
+			l.Address = elpAddress(sl.Value.hops)
+		}
+		rec.Locators[i] = l
+	}
+	return rec
+}
+
+// elpAddress is an ELP's locator address: an ELP LCAF of its hops, each
+// to be used (S) and probed (P), or the RLOC itself for a direct path.
+func elpAddress(hops []netip.Addr) lisp.Address {
+	if len(hops) == 1 {
+		return lisp.IPAddress(hops[0])
+	}
+	elp := &lisp.ELP{Hops: make([]lisp.ELPHop, len(hops))}
+	for i, h := range hops {
+		elp.Hops[i] = lisp.ELPHop{Address: lisp.IPAddress(h), RLOCProbe: true, Strict: true}
+	}
+	return lisp.LCAFAddress(elp)
+}
+
+// relearn is how often a Map-Request for a prefix the role does not know
+// may have it look at the registrations again.
+const relearn = 100 * time.Millisecond
