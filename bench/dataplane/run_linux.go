@@ -14,7 +14,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/amptcp/amptcp/internal/buildinfo"
-	"github.com/amptcp/amptcp/internal/netns"
 	"github.com/amptcp/amptcp/internal/nsnet"
 )
 
@@ -218,20 +217,7 @@ func (r *run) cleanup() error {
 		}
 	}
 	r.paths = nil
-	if names, err := netns.List(r.opts.Prefix); err != nil {
-		errs = append(errs, err)
-	} else {
-		for _, name := range names {
-			errs = append(errs, fmt.Errorf("namespace %s was left; removing it", name), netns.Delete(name))
-		}
-	}
-	if names, err := netns.Links(r.opts.LinkPrefix); err != nil {
-		errs = append(errs, err)
-	} else {
-		for _, name := range names {
-			errs = append(errs, fmt.Errorf("link %s leaked into the root namespace; removing it", name), netns.DeleteLink(name))
-		}
-	}
+	errs = append(errs, nsnet.Sweep(r.opts.Prefix, r.opts.LinkPrefix))
 	return errors.Join(errs...)
 }
 

@@ -264,3 +264,26 @@ func (n *Net) Close() error {
 	n.links, n.nodes = nil, nil
 	return errors.Join(errs...)
 }
+
+// Sweep removes the namespaces whose names start with prefix and the
+// links of the root namespace whose names start with linkPrefix: what a
+// run left behind after its networks were closed. It says what it found,
+// as errors.
+func Sweep(prefix, linkPrefix string) error {
+	var errs []error
+	if names, err := netns.List(prefix); err != nil {
+		errs = append(errs, err)
+	} else {
+		for _, name := range names {
+			errs = append(errs, fmt.Errorf("namespace %s was left; removing it", name), netns.Delete(name))
+		}
+	}
+	if names, err := netns.Links(linkPrefix); err != nil {
+		errs = append(errs, err)
+	} else {
+		for _, name := range names {
+			errs = append(errs, fmt.Errorf("link %s leaked into the root namespace; removing it", name), netns.DeleteLink(name))
+		}
+	}
+	return errors.Join(errs...)
+}
