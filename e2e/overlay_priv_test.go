@@ -145,7 +145,7 @@ func entryOf(st *daemon.Status, prefix string) string {
 	return ""
 }
 
-// TestOverlay is issue 4's evidence end to end: the first packets miss
+// TestOverlay is the tunnel routers' evidence end to end: the first packets miss
 // and are resolved; the data header carries the instance ID (tshark
 // says); an MPTCP connection's two subflows each take an ELP of their own,
 // through their own RTR, for their whole life, bytes intact; and when a
