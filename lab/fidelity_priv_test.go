@@ -17,7 +17,9 @@ import (
 // the server to the client (a download's data) over p1 or p2 (2 ms and
 // 10 Mbit/s each way), measured against that configuration. Whether the
 // run met it depends on the machine's load, so only a measurement far
-// from it fails the test.
+// from it fails the test: one that an emulator without the delay or the
+// rate would give, or one that applied them twice. How close the
+// emulation comes is the linkemu benchmarks' measurement.
 func checkFidelity(t *testing.T, r *results.Run) {
 	t.Helper()
 	f := r.Fidelity
@@ -37,12 +39,15 @@ func checkFidelity(t *testing.T, r *results.Run) {
 	if p.RateWant < 9.2e6 || p.RateWant > 9.6e6 {
 		t.Errorf("run %s: path wants %.2f Mbit/s, want 9.3 to 9.6", r.ID, p.RateWant/1e6)
 	}
-	if p.RTT < p.RTTWant-RTTTolerance || p.RTT > 2*p.RTTWant || p.Rate < p.RateWant/2 || p.Rate > p.RateWant*1.1 {
+	if p.RTT < p.RTTWant-RTTTolerance || p.Rate < p.RateWant/2 || p.Rate > p.RateWant*1.1 {
 		t.Errorf("run %s: measured RTT %v, %.2f Mbit/s: far from the link's", r.ID, p.RTT, p.Rate/1e6)
 	}
 	// Without the delays, the path costs the serialization and the
-	// stacks: less than with them, by about their 4 ms.
-	if added := p.RTT - p.RTTBase; p.RTTBase <= 0 || added < 3*time.Millisecond || added > 6*time.Millisecond {
+	// stacks: less than with them, by about their 4 ms (less 1 ms: the
+	// stacks' costs vary between the two measurements), and by less than
+	// twice that. The loaded machine's stacks move both measurements
+	// alike, and the median of the probes leaves a late wake out.
+	if added := p.RTT - p.RTTBase; p.RTTBase <= 0 || added < 3*time.Millisecond || added >= 8*time.Millisecond {
 		t.Errorf("run %s: RTT %v, %v without the delays: the links added %v, want about 4 ms", r.ID, p.RTT, p.RTTBase, added)
 	}
 	if f.OK != (p.OK && f.LatenessP99 <= LatenessLimit) || r.Flagged() == f.OK || f.Error != "" {

@@ -72,7 +72,7 @@ func labGone(t *testing.T, st *State, opts Options) {
 }
 
 // cleanupLab takes the lab down at the end of the test whatever happened.
-func cleanupLab(t *testing.T, name string, opts Options) {
+func cleanupLab(t testing.TB, name string, opts Options) {
 	t.Cleanup(func() {
 		if err := Down(name, opts); err != nil {
 			t.Errorf("cleanup: %v", err)
