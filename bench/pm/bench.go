@@ -152,22 +152,9 @@ var variants = []Variant{
 }
 
 // VariantNames lists the variants in the order they take turns.
-func VariantNames() []string {
-	var names []string
-	for _, v := range variants {
-		names = append(names, v.Name)
-	}
-	return names
-}
+func VariantNames() []string { return namesOf(variants) }
 
-func variantByName(name string) Variant {
-	for _, v := range variants {
-		if v.Name == name {
-			return v
-		}
-	}
-	return Variant{Name: name}
-}
+func variantByName(name string) Variant { return byName(variants, name, Variant{Name: name}) }
 
 // Failure is a way the second path fails.
 type Failure struct {
@@ -187,19 +174,30 @@ var failures = []Failure{
 }
 
 // FailureNames lists the failures in the order they take turns.
-func FailureNames() []string {
+func FailureNames() []string { return namesOf(failures) }
+
+func failureByName(name string) Failure { return byName(failures, name, Failure{Name: name}) }
+
+// named is a Variant or a Failure.
+type named interface{ name() string }
+
+func (v Variant) name() string { return v.Name }
+func (f Failure) name() string { return f.Name }
+
+func namesOf[T named](list []T) []string {
 	var names []string
-	for _, f := range failures {
-		names = append(names, f.Name)
+	for _, x := range list {
+		names = append(names, x.name())
 	}
 	return names
 }
 
-func failureByName(name string) Failure {
-	for _, f := range failures {
-		if f.Name == name {
-			return f
+// byName is the item of list called name, or unknown.
+func byName[T named](list []T, name string, unknown T) T {
+	for _, x := range list {
+		if x.name() == name {
+			return x
 		}
 	}
-	return Failure{Name: name}
+	return unknown
 }

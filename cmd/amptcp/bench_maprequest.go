@@ -61,6 +61,17 @@ goes to stderr. The defaults take about a minute; --prefixes 10000
 	return 2
 }
 
+// writeBenchResult prints a bench's result: as one indented JSON object
+// with --json, else as text.
+func writeBenchResult(w io.Writer, asJSON bool, res any, text func(io.Writer) error) error {
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(res)
+	}
+	return text(w)
+}
+
 func runBenchMapRequest(args []string, stdout, stderr io.Writer, usage func(io.Writer)) int {
 	flags := flag.NewFlagSet("bench map-request", flag.ContinueOnError)
 	flags.SetOutput(stderr)
@@ -102,13 +113,7 @@ func runBenchMapRequest(args []string, stdout, stderr io.Writer, usage func(io.W
 		fmt.Fprintf(stderr, "amptcp bench map-request: %v\n", err)
 		return 1
 	}
-	if *jsonOut {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		err = enc.Encode(res)
-	} else {
-		err = maprequest.WriteText(stdout, res)
-	}
+	err = writeBenchResult(stdout, *jsonOut, res, func(w io.Writer) error { return maprequest.WriteText(w, res) })
 	if err != nil {
 		fmt.Fprintf(stderr, "amptcp bench map-request: %v\n", err)
 		return 1

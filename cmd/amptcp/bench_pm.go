@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -75,14 +74,7 @@ func runBenchPM(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	res, err := benchpm.Run(ctx, opts)
 	if res != nil {
-		var werr error
-		if *jsonOut {
-			enc := json.NewEncoder(stdout)
-			enc.SetIndent("", "  ")
-			werr = enc.Encode(res)
-		} else {
-			werr = benchpm.WriteText(stdout, res)
-		}
+		werr := writeBenchResult(stdout, *jsonOut, res, func(w io.Writer) error { return benchpm.WriteText(w, res) })
 		err = errors.Join(err, werr)
 	}
 	if err != nil {
