@@ -16,7 +16,7 @@ import (
 	"github.com/amptcp/amptcp/mptcp"
 )
 
-// pmBench is issue 5's benchmark rig: a client and a server through a
+// pmBench is the path manager's benchmark rig: a client and a server through a
 // router, a lispd map-server off the router where the server's site is
 // registered with two RLOCs and the client's with one, and `amptcp pm`
 // (amptcp policy, equation 2: two subflows) on the client. The rig
@@ -240,7 +240,7 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 // BenchmarkPathManagerSetup times, for connections to an EID whose
 // mapping the pm has cached, the time from ESTABLISHED to the planned
 // subflow's SUB_ESTABLISHED, against the connection's RTT measured in the
-// same run. Issue 5's target: within 1 RTT + 1 ms.
+// same run. The target: within 1 RTT + 1 ms.
 func BenchmarkPathManagerSetup(b *testing.B) {
 	pb := newPMBench(b)
 	ctx := context.Background()

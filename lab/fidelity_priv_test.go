@@ -17,7 +17,9 @@ import (
 // the server to the client (a download's data) over p1 or p2 (2 ms and
 // 10 Mbit/s each way), measured against that configuration. Whether the
 // run met it depends on the machine's load, so only a measurement far
-// from it fails the test.
+// from it fails the test: one that an emulator without the delay or the
+// rate would give, or one that applied them twice. How close the
+// emulation comes is the linkemu benchmarks' measurement.
 func checkFidelity(t *testing.T, r *results.Run) {
 	t.Helper()
 	f := r.Fidelity
@@ -32,18 +34,33 @@ func checkFidelity(t *testing.T, r *results.Run) {
 	if !strings.HasPrefix(p.Name, "server>client via p") || p.RTTWant < 4*time.Millisecond || p.RTTWant > 4200*time.Microsecond {
 		t.Errorf("run %s: path %q wants an RTT of %v, want about 4.1 ms", r.ID, p.Name, p.RTTWant)
 	}
-	// 10 Mbit/s times the payload of a 1514-byte frame (1412 bytes of a
-	// tunnelled TCP segment, or 1448 of a plain one).
-	if p.RateWant < 9.2e6 || p.RateWant > 9.6e6 {
-		t.Errorf("run %s: path wants %.2f Mbit/s, want 9.3 to 9.6", r.ID, p.RateWant/1e6)
+	// 10 Mbit/s times the payload's share of the frames the link
+	// delivered: 1412 bytes of a tunnelled TCP segment, or 1448 of a plain
+	// one, in 1514; more when the flow was slow and the direction's
+	// other, small frames weigh more in the mean; never the whole rate.
+	if p.RateWant < 9.2e6 || p.RateWant > 10e6 {
+		t.Errorf("run %s: path wants %.2f Mbit/s, want 9.3 to 10", r.ID, p.RateWant/1e6)
 	}
-	if p.RTT < p.RTTWant-RTTTolerance || p.RTT > 2*p.RTTWant || p.Rate < p.RateWant/2 || p.Rate > p.RateWant*1.1 {
+	if p.RTT < p.RTTWant-RTTTolerance || p.Rate <= 0 || p.Rate > p.RateWant*1.1 {
 		t.Errorf("run %s: measured RTT %v, %.2f Mbit/s: far from the link's", r.ID, p.RTT, p.Rate/1e6)
 	}
+	// A loaded machine slows the flow (to 5.5 of 9.6 Mbit/s with every
+	// CPU busy), and the emulator says so by its lateness; when it kept
+	// to its limit, the flow gets half the rate at least.
+	if f.LatenessP99 <= LatenessLimit && p.Rate < p.RateWant/2 {
+		t.Errorf("run %s: %.2f Mbit/s of %.2f, with the emulator on time", r.ID, p.Rate/1e6, p.RateWant/1e6)
+	}
 	// Without the delays, the path costs the serialization and the
-	// stacks: less than with them, by about their 4 ms.
-	if added := p.RTT - p.RTTBase; p.RTTBase <= 0 || added < 3*time.Millisecond || added > 6*time.Millisecond {
-		t.Errorf("run %s: RTT %v, %v without the delays: the links added %v, want about 4 ms", r.ID, p.RTT, p.RTTBase, added)
+	// stacks: less than with them, by about their 4 ms (less 1 ms: the
+	// stacks' costs vary between the two measurements). More only by what
+	// the emulator says it was late, a frame each way (on a machine with
+	// every CPU busy, its p99 reached 20 ms and the RTT 19 ms), and 2 ms:
+	// an emulator that applied the delays twice misses on a quiet machine
+	// (TestEmulatedLinks times the delays themselves, by the fastest of
+	// its round trips, which a loaded machine does not move).
+	most := 4*time.Millisecond + 2*f.LatenessP99 + 2*time.Millisecond
+	if added := p.RTT - p.RTTBase; p.RTTBase <= 0 || added < 3*time.Millisecond || added >= most {
+		t.Errorf("run %s: RTT %v, %v without the delays: the links added %v, want about 4 ms (less than %v)", r.ID, p.RTT, p.RTTBase, added, most)
 	}
 	if f.OK != (p.OK && f.LatenessP99 <= LatenessLimit) || r.Flagged() == f.OK || f.Error != "" {
 		t.Errorf("run %s: fidelity ok %v flagged %v error %q, path ok %v, p99 lateness %v", r.ID, f.OK, r.Flagged(), f.Error, p.OK, f.LatenessP99)

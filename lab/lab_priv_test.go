@@ -96,7 +96,7 @@ func upLab(t *testing.T, name, path string, progress *bytes.Buffer) (*State, Opt
 }
 
 // cleanupLab takes the lab down at the end of the test whatever happened.
-func cleanupLab(t *testing.T, name string, opts Options) {
+func cleanupLab(t testing.TB, name string, opts Options) {
 	t.Cleanup(func() {
 		if err := Down(name, opts); err != nil {
 			t.Errorf("cleanup: %v", err)

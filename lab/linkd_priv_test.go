@@ -37,7 +37,7 @@ links:
 
 // upEmulated builds the lab of emulatedTopology, taken down at the end of
 // the test.
-func upEmulated(t *testing.T, suffix string) (*State, Options, *bytes.Buffer) {
+func upEmulated(t testing.TB, suffix string) (*State, Options, *bytes.Buffer) {
 	t.Helper()
 	testenv.RequireRoot(t)
 	name := testenv.Prefix + "-" + suffix
@@ -121,14 +121,19 @@ func (p *pinger) ping(n int, wait time.Duration) (minRTT time.Duration, answered
 	return minRTT, answered
 }
 
-// checkRTT asserts that the smallest of 10 round trips is want, or at
-// most 2 ms more (the echo's ends waking up, the race detector).
+// checkRTT asserts that the smallest of 10 round trips is want, or more
+// by less than half of it: never less (a frame left early), and never as
+// far as a delay applied twice or a change not applied, which the checks
+// below would show. Idle, it is within half a millisecond (the echo's
+// ends waking up); on a loaded machine the emulator's loop and the echo
+// wake later. How close the emulation comes is linkemu's
+// BenchmarkDelay's measurement.
 func checkRTT(t *testing.T, p *pinger, want time.Duration) {
 	t.Helper()
 	rtt, answered := p.ping(10, time.Second)
 	t.Logf("round trip %v, want %v (%d of 10 answered)", rtt, want, answered)
-	if answered < 8 || rtt < want || rtt > want+2*time.Millisecond {
-		t.Errorf("round trip %v (%d of 10 answered), want %v to %v", rtt, answered, want, want+2*time.Millisecond)
+	if answered < 8 || rtt < want || rtt >= want+want/2 {
+		t.Errorf("round trip %v (%d of 10 answered), want %v to %v", rtt, answered, want, want+want/2)
 	}
 }
 

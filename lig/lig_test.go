@@ -246,8 +246,9 @@ func TestQueryNoReply(t *testing.T) {
 	if !errors.Is(err, ErrNoReply) || res == nil || res.Tries != 3 || len(mr.Requests()) != 3 {
 		t.Fatalf("err %v, result %+v, %d requests; want ErrNoReply after 3 tries", err, res, len(mr.Requests()))
 	}
-	// Each try waits its whole timeout, and not much more.
-	if elapsed < 300*time.Millisecond || elapsed > 2*time.Second {
+	// Each try waits its whole timeout, and not the default's 2 s: 10
+	// times the three timeouts is a program that ignored them.
+	if elapsed < 300*time.Millisecond || elapsed >= 3*time.Second {
 		t.Errorf("gave up after %v, want about 300ms", elapsed)
 	}
 	if err := WriteText(&strings.Builder{}, res); !errors.Is(err, ErrNoReply) {

@@ -476,9 +476,11 @@ func fullmeshPair(t *testing.T, tl *twoLinks) *Daemon {
 	return startDaemon(t, tl.cli, "policy: fullmesh\nrepair: {interval: 250ms, stall-time: 300ms}\n")
 }
 
-// waitRepaired waits until the connection has 4 established subflows
-// that all acknowledge data again, and returns how long that took.
-func waitRepaired(t *testing.T, tl *twoLinks, local netip.AddrPort, within time.Duration) time.Duration {
+// waitCarrying waits until the connection has 4 established subflows
+// that each acknowledged data since it first saw them, and returns how
+// long that took. within only bounds a broken path manager's wait: the
+// repair's speed is `amptcp bench pm`'s measurement, not this test's.
+func waitCarrying(t *testing.T, tl *twoLinks, local netip.AddrPort, within time.Duration) time.Duration {
 	t.Helper()
 	start := time.Now()
 	acked := map[netip.AddrPort]uint64{}
@@ -489,7 +491,11 @@ func waitRepaired(t *testing.T, tl *twoLinks, local netip.AddrPort, within time.
 		subs := subflowsIn(t, tl.cli, local)
 		moving := 0
 		for _, s := range subs {
-			if before, ok := acked[s.Local]; !ok || s.TCP.BytesAcked > before {
+			before, seen := acked[s.Local]
+			switch {
+			case !seen:
+				acked[s.Local] = s.TCP.BytesAcked
+			case s.TCP.BytesAcked > before:
 				moving++
 			}
 		}
@@ -498,33 +504,34 @@ func waitRepaired(t *testing.T, tl *twoLinks, local netip.AddrPort, within time.
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	t.Fatalf("the connection has not 4 subflows carrying data %v after the path came back: %v", within, subflowsIn(t, tl.cli, local))
+	t.Fatalf("the connection has not 4 subflows carrying data after %v: %v", within, subflowsIn(t, tl.cli, local))
 	return 0
 }
 
+// repairWait bounds the waits of the repair tests: 10 times what the
+// invisible failure's repair takes on a loaded machine (0.2-0.6 s idle).
+const repairWait = 20 * time.Second
+
 // failAndRestore runs a fullmesh connection busy on both links, fails a
-// path for 1.5 s and restores it, and checks that all four subflows carry
-// data again within a second of the path's return.
-func failAndRestore(t *testing.T, tl *twoLinks, fail, restore func() error) *Daemon {
+// path until the daemon has noticed (noticed says so from its counters),
+// restores it, and checks that all four subflows carry data again.
+func failAndRestore(t *testing.T, tl *twoLinks, fail, restore func() error, noticed func(Counters) bool) *Daemon {
 	t.Helper()
 	d := fullmeshPair(t, tl)
 	local := stream(t, tl)
 	if subs := waitSubflows(t, tl.cli, local, 4); len(subs) != 4 {
 		t.Fatalf("%d subflows before the failure, want 4", len(subs))
 	}
-	time.Sleep(300 * time.Millisecond)
+	waitCarrying(t, tl, local, repairWait)
 	if err := fail(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(1500 * time.Millisecond)
+	waitCounters(t, d, "reaction to the failure", noticed)
 	if err := restore(); err != nil {
 		t.Fatal(err)
 	}
-	took := waitRepaired(t, tl, local, 2*time.Second)
+	took := waitCarrying(t, tl, local, repairWait)
 	t.Logf("all subflows carry data again %v after the path returned", took)
-	if took > time.Second {
-		t.Errorf("repair took %v, want at most 1 s", took)
-	}
 	return d
 }
 
@@ -540,38 +547,39 @@ func route(t *testing.T, nd *testnet.Node, args ...string) func() error {
 
 // A path that fails where the host cannot see it (the server's replies
 // to 10.0.2.1 are blackholed) stalls the subflows that use it: the daemon
-// destroys them, keeps sending their creates again, and has them all back
-// within a second of the path's return, with no link event to tell it.
+// destroys them, keeps sending their creates again, and has them all
+// back once the path returns, with no link event to tell it.
 func TestRepairAfterAnInvisibleFailure(t *testing.T) {
 	tl := newTwoLinks(t)
 	d := failAndRestore(t, tl, route(t, tl.srv, "add", "blackhole", "10.0.2.1/32"),
-		route(t, tl.srv, "del", "blackhole", "10.0.2.1/32"))
+		route(t, tl.srv, "del", "blackhole", "10.0.2.1/32"),
+		func(c Counters) bool { return c.Destroyed["stall"] > 0 })
 	// The events of the last handshakes may trail sock_diag by a moment.
 	waitCounters(t, d, "stalled subflows destroyed and repaired", func(c Counters) bool {
 		return c.Destroyed["stall"] > 0 && c.Repaired["stall"] > 0
 	})
 }
 
-// A link that comes back up is used again at once: the link event makes
-// the daemon create the missing subflows without waiting for the repair
-// interval.
+// A link that comes back up is used again: the daemon creates the
+// missing subflows (at once, on the link event).
 func TestRepairWhenALinkComesBack(t *testing.T) {
 	tl := newTwoLinks(t)
-	d := failAndRestore(t, tl, tl.link2.SetDown, tl.link2.SetUp)
+	d := failAndRestore(t, tl, tl.link2.SetDown, tl.link2.SetUp,
+		func(c Counters) bool { return len(c.Broken) > 0 })
 	waitCounters(t, d, "subflows broken and repaired", func(c Counters) bool {
 		return len(c.Broken) > 0 && len(c.Repaired) > 0
 	})
 }
 
-// waitCounters waits a second at most for the daemon's counters to say
-// what ok checks.
+// waitCounters waits until the daemon's counters say what ok checks, for
+// repairWait at most.
 func waitCounters(t *testing.T, d *Daemon, what string, ok func(Counters) bool) {
 	t.Helper()
 	var c Counters
-	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(repairWait); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		if c = d.Counters(); ok(c) {
 			return
 		}
 	}
-	t.Errorf("no %s: broken %v, destroyed %v, repaired %v", what, c.Broken, c.Destroyed, c.Repaired)
+	t.Fatalf("no %s within %v: broken %v, destroyed %v, repaired %v", what, repairWait, c.Broken, c.Destroyed, c.Repaired)
 }

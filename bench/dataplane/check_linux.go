@@ -27,7 +27,7 @@ func (p *path) waitTraffic(ctx context.Context, deadline time.Time) (time.Durati
 	lc := net.ListenConfig{}
 	lc.SetMultipathTCP(false)
 	addr := net.JoinHostPort(serverIP, strconv.Itoa(checkPort))
-	err := p.server.ns.Do(func() (err error) {
+	err := p.server.NS.Do(func() (err error) {
 		ln, err = lc.Listen(ctx, "tcp4", addr)
 		return err
 	})
@@ -62,7 +62,7 @@ func (p *path) transfer(ctx context.Context, addr string, deadline time.Time) er
 	d := net.Dialer{Deadline: deadline}
 	d.SetMultipathTCP(false)
 	var c net.Conn
-	err := p.client.ns.Do(func() (err error) {
+	err := p.client.NS.Do(func() (err error) {
 		c, err = d.DialContext(ctx, "tcp4", addr)
 		return err
 	})

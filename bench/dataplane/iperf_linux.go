@@ -57,7 +57,7 @@ func (p *path) startIperfServer(ctx context.Context, iperf3, dir string, cpu int
 	if cpu >= 0 {
 		argv = append(argv, "-A", strconv.Itoa(cpu))
 	}
-	pr, err := startIn(p.server.ns, "iperf3 server", argv, filepath.Join(dir, p.variant.Name+"-iperf3-server.log"), nil)
+	pr, err := startIn(p.server.NS, "iperf3 server", argv, filepath.Join(dir, p.variant.Name+"-iperf3-server.log"), nil)
 	if err != nil {
 		return err
 	}
@@ -68,7 +68,7 @@ func (p *path) startIperfServer(ctx context.Context, iperf3, dir string, cpu int
 	}
 	for {
 		var listening bool
-		err := p.server.ns.Do(func() (err error) {
+		err := p.server.NS.Do(func() (err error) {
 			listening, err = procnet.TCPListening("/proc/thread-self/net", iperfPort)
 			return err
 		})
@@ -116,11 +116,11 @@ func (r *run) iperf(ctx context.Context, p *path, res *Measurement) error {
 	}
 	defer outf.Close()
 
-	srvBefore, err := p.server.counters(p.serverLink.iface(p.server))
+	srvBefore, err := p.server.Counters(p.serverLink.Iface(p.server))
 	if err != nil {
 		return err
 	}
-	hopBefore, err := p.r3.counters(p.lastHop.iface(p.r3))
+	hopBefore, err := p.r3.Counters(p.lastHop.Iface(p.r3))
 	if err != nil {
 		return err
 	}
@@ -136,7 +136,7 @@ func (r *run) iperf(ctx context.Context, p *path, res *Measurement) error {
 		return err
 	}
 	began := time.Now()
-	pr, err := startIn(p.client.ns, "iperf3 client", argv, filepath.Join(r.dir, name+".log"), outf)
+	pr, err := startIn(p.client.NS, "iperf3 client", argv, filepath.Join(r.dir, name+".log"), outf)
 	if err != nil {
 		return err
 	}
@@ -152,11 +152,11 @@ func (r *run) iperf(ctx context.Context, p *path, res *Measurement) error {
 		return err
 	}
 	ownTicks := ticksOf(own) - ownBefore
-	srvAfter, err := p.server.counters(p.serverLink.iface(p.server))
+	srvAfter, err := p.server.Counters(p.serverLink.Iface(p.server))
 	if err != nil {
 		return err
 	}
-	hopAfter, err := p.r3.counters(p.lastHop.iface(p.r3))
+	hopAfter, err := p.r3.Counters(p.lastHop.Iface(p.r3))
 	if err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/amptcp/amptcp/config"
 	"github.com/amptcp/amptcp/daemon"
+	"github.com/amptcp/amptcp/internal/nsnet"
 	"github.com/amptcp/amptcp/lig"
 	"github.com/amptcp/amptcp/lisp"
 )
@@ -24,14 +25,14 @@ import (
 // the sites: only lispd's data plane can carry their traffic. It returns
 // once the mapping system resolves both sites' EIDs.
 func (p *path) setUpLISP(ctx context.Context, lispd, dir string, deadline time.Time, started func(string, int)) error {
-	ms, err := p.net.node("ms")
+	ms, err := p.net.Node("ms")
 	if err != nil {
 		return err
 	}
-	if _, err := p.net.link(p.r1, ms, r1MS, msAddr); err != nil {
+	if _, err := p.net.Link(p.r1, ms, r1MS, msAddr); err != nil {
 		return err
 	}
-	if err := ms.route("default", ip(r1MS)); err != nil {
+	if err := ms.Route("default", ip(r1MS)); err != nil {
 		return err
 	}
 	rloc1, rloc3 := ip(r1Under13), ip(r3Under13)
@@ -48,7 +49,7 @@ func (p *path) setUpLISP(ctx context.Context, lispd, dir string, deadline time.T
 		}
 	}
 	for _, r := range routes {
-		if err := r.nd.route(r.dst, r.via); err != nil {
+		if err := r.nd.Route(r.dst, r.via); err != nil {
 			return err
 		}
 	}
@@ -56,9 +57,9 @@ func (p *path) setUpLISP(ctx context.Context, lispd, dir string, deadline time.T
 	resolver := ip(msAddr)
 	name := p.variant.Name
 	sock := func(node string) string { return filepath.Join(dir, name+"-"+node+".sock") }
-	x1 := xtrSpec{sock: sock("r1"), rloc: rloc1, eidIface: p.net.links[0].iface(p.r1), rlocIface: p.underlay[0].iface(p.r1),
+	x1 := xtrSpec{sock: sock("r1"), rloc: rloc1, eidIface: p.net.Links()[0].Iface(p.r1), rlocIface: p.underlay[0].Iface(p.r1),
 		eidPrefix: siteA, key: keySiteA, resolver: resolver}
-	x3 := xtrSpec{sock: sock("r3"), rloc: rloc3, eidIface: p.serverLink.iface(p.r3), rlocIface: p.lastHop.iface(p.r3),
+	x3 := xtrSpec{sock: sock("r3"), rloc: rloc3, eidIface: p.serverLink.Iface(p.r3), rlocIface: p.lastHop.Iface(p.r3),
 		eidPrefix: siteB, key: keySiteB, resolver: resolver}
 	daemons := []lispdSpec{{ms, "map-server", mapServerConfig(sock("ms"), resolver), sock("ms")}}
 	if p.r2 != nil {
@@ -67,21 +68,21 @@ func (p *path) setUpLISP(ctx context.Context, lispd, dir string, deadline time.T
 		x1.elp = []string{ip(r2Under23), rloc1}
 		x3.elp = []string{ip(r2Under12), rloc3}
 		l12, l23 := p.underlay[0], p.underlay[1]
-		rtr := rtrConfig(sock("r2"), []string{ip(r2Under12), ip(r2Under23)}, []string{l12.iface(p.r2), l23.iface(p.r2)}, resolver)
+		rtr := rtrConfig(sock("r2"), []string{ip(r2Under12), ip(r2Under23)}, []string{l12.Iface(p.r2), l23.Iface(p.r2)}, resolver)
 		daemons = append(daemons, lispdSpec{p.r2, "rtr", rtr, sock("r2")})
 	}
 	daemons = append(daemons, lispdSpec{p.r3, "xtr", xtrConfig(x3), x3.sock}, lispdSpec{p.r1, "xtr", xtrConfig(x1), x1.sock})
 
 	for _, d := range daemons {
-		what := fmt.Sprintf("lispd %s on %s", d.role, d.nd.name)
+		what := fmt.Sprintf("lispd %s on %s", d.role, d.nd.Name)
 		if _, err := config.Parse([]byte(d.cfg)); err != nil {
 			return fmt.Errorf("check the configuration of %s: %w", what, err)
 		}
-		cfgPath := filepath.Join(dir, name+"-"+d.nd.name+".yaml")
+		cfgPath := filepath.Join(dir, name+"-"+d.nd.Name+".yaml")
 		if err := os.WriteFile(cfgPath, []byte(d.cfg), 0o600); err != nil {
 			return fmt.Errorf("write the configuration of %s: %w", what, err)
 		}
-		pr, err := startIn(d.nd.ns, what, []string{lispd, "-config", cfgPath}, filepath.Join(dir, name+"-"+d.nd.name+"-lispd.log"), nil)
+		pr, err := startIn(d.nd.NS, what, []string{lispd, "-config", cfgPath}, filepath.Join(dir, name+"-"+d.nd.Name+"-lispd.log"), nil)
 		if err != nil {
 			return err
 		}
@@ -95,7 +96,7 @@ func (p *path) setUpLISP(ctx context.Context, lispd, dir string, deadline time.T
 	}
 	// The mapping system answers for both sites.
 	for _, q := range []struct {
-		from     *node
+		from     *nsnet.Node
 		source   string
 		eid      string
 		wantRLOC string
@@ -109,13 +110,13 @@ func (p *path) setUpLISP(ctx context.Context, lispd, dir string, deadline time.T
 
 // route is a route to add to a node.
 type route struct {
-	nd       *node
+	nd       *nsnet.Node
 	dst, via string
 }
 
 // lispdSpec is a lispd to start.
 type lispdSpec struct {
-	nd        *node
+	nd        *nsnet.Node
 	role, cfg string
 	sock      string
 }
@@ -141,7 +142,7 @@ func waitControl(ctx context.Context, pr *process, sock string, deadline time.Ti
 // waitMapping asks the map-resolver from a router, as its ITR would,
 // until the EID resolves to a positive mapping whose locators end at
 // wantRLOC.
-func (p *path) waitMapping(ctx context.Context, from *node, source, eid, wantRLOC, resolver string, deadline time.Time) error {
+func (p *path) waitMapping(ctx context.Context, from *nsnet.Node, source, eid, wantRLOC, resolver string, deadline time.Time) error {
 	opts := lig.Options{
 		Resolver: netip.AddrPortFrom(netip.MustParseAddr(resolver), config.DefaultPort),
 		Source:   netip.MustParseAddr(source),
@@ -150,7 +151,7 @@ func (p *path) waitMapping(ctx context.Context, from *node, source, eid, wantRLO
 	var last error
 	for {
 		var res *lig.Result
-		err := from.ns.Do(func() (err error) {
+		err := from.NS.Do(func() (err error) {
 			res, err = lig.Query(ctx, netip.MustParseAddr(eid), opts)
 			return err
 		})
@@ -168,7 +169,7 @@ func (p *path) waitMapping(ctx context.Context, from *node, source, eid, wantRLO
 			return ctx.Err()
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("the mapping system did not resolve %s from %s: %v%s", eid, from.name, last, p.logTails())
+			return fmt.Errorf("the mapping system did not resolve %s from %s: %v%s", eid, from.Name, last, p.logTails())
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

@@ -7,24 +7,26 @@ import (
 	"strings"
 
 	"github.com/vishvananda/netlink"
+
+	"github.com/amptcp/amptcp/internal/nsnet"
 )
 
 // path is one variant's network, set up: the chain of namespaces, the
 // programs running in them, and what the measurements read.
 type path struct {
 	variant *Variant
-	net     *network
-	client  *node
-	r1, r2  *node // r2 is nil with two routers
-	r3      *node
-	server  *node
+	net     *nsnet.Net
+	client  *nsnet.Node
+	r1, r2  *nsnet.Node // r2 is nil with two routers
+	r3      *nsnet.Node
+	server  *nsnet.Node
 	// underlay are the links between routers, which the profiles change;
 	// defaults holds veth's offloads, which the gso profile restores.
-	underlay []*veth
+	underlay []*nsnet.Veth
 	defaults Offloads
 	// serverLink is r3—server: its server end counts the packets.
 	// lastHop is the underlay link into r3.
-	serverLink, lastHop *veth
+	serverLink, lastHop *nsnet.Veth
 	procs               []*process // lispds, then the iperf3 server
 	iperfServer         *process
 	devices             []device // other than veths: VXLAN
@@ -32,7 +34,7 @@ type path struct {
 
 // device is an interface the bench created in a node, removed by name.
 type device struct {
-	nd   *node
+	nd   *nsnet.Node
 	name string
 }
 
@@ -43,77 +45,77 @@ func (p *path) build() error {
 	n := p.net
 	var err error
 	for _, nd := range []struct {
-		to   **node
+		to   **nsnet.Node
 		name string
 	}{{&p.client, "client"}, {&p.r1, "r1"}, {&p.r2, "r2"}, {&p.r3, "r3"}, {&p.server, "server"}} {
 		if nd.name == "r2" && p.variant.Routers < 3 {
 			continue
 		}
-		if *nd.to, err = n.node(nd.name); err != nil {
+		if *nd.to, err = n.Node(nd.name); err != nil {
 			return err
 		}
 	}
-	if _, err := n.link(p.client, p.r1, clientAddr, r1Site); err != nil {
+	if _, err := n.Link(p.client, p.r1, clientAddr, r1Site); err != nil {
 		return err
 	}
 	if p.r2 == nil {
-		l, err := n.link(p.r1, p.r3, r1Under13, r3Under13)
+		l, err := n.Link(p.r1, p.r3, r1Under13, r3Under13)
 		if err != nil {
 			return err
 		}
-		p.underlay, p.lastHop = []*veth{l}, l
+		p.underlay, p.lastHop = []*nsnet.Veth{l}, l
 	} else {
-		l12, err := n.link(p.r1, p.r2, r1Under12, r2Under12)
+		l12, err := n.Link(p.r1, p.r2, r1Under12, r2Under12)
 		if err != nil {
 			return err
 		}
-		l23, err := n.link(p.r2, p.r3, r2Under23, r3Under23)
+		l23, err := n.Link(p.r2, p.r3, r2Under23, r3Under23)
 		if err != nil {
 			return err
 		}
-		p.underlay, p.lastHop = []*veth{l12, l23}, l23
+		p.underlay, p.lastHop = []*nsnet.Veth{l12, l23}, l23
 	}
-	if p.serverLink, err = n.link(p.r3, p.server, r3Site, serverAddr); err != nil {
+	if p.serverLink, err = n.Link(p.r3, p.server, r3Site, serverAddr); err != nil {
 		return err
 	}
 	for _, r := range p.routers() {
-		if err := r.sysctl("net.ipv4.ip_forward", "1"); err != nil {
+		if err := r.Sysctl("net.ipv4.ip_forward", "1"); err != nil {
 			return err
 		}
 	}
-	if err := p.client.route("default", ip(r1Site)); err != nil {
+	if err := p.client.Route("default", ip(r1Site)); err != nil {
 		return err
 	}
-	if err := p.server.route("default", ip(r3Site)); err != nil {
+	if err := p.server.Route("default", ip(r3Site)); err != nil {
 		return err
 	}
 	return p.readDefaults()
 }
 
-func (p *path) routers() []*node {
+func (p *path) routers() []*nsnet.Node {
 	if p.r2 == nil {
-		return []*node{p.r1, p.r3}
+		return []*nsnet.Node{p.r1, p.r3}
 	}
-	return []*node{p.r1, p.r2, p.r3}
+	return []*nsnet.Node{p.r1, p.r2, p.r3}
 }
 
 // routePlain routes between the sites hop by hop, as plain IP does.
 func (p *path) routePlain() error {
 	if p.r2 == nil {
-		if err := p.r1.route(siteB, ip(r3Under13)); err != nil {
+		if err := p.r1.Route(siteB, ip(r3Under13)); err != nil {
 			return err
 		}
-		return p.r3.route(siteA, ip(r1Under13))
+		return p.r3.Route(siteA, ip(r1Under13))
 	}
 	for _, r := range []struct {
-		nd       *node
+		nd       *nsnet.Node
 		dst, via string
 	}{
 		{p.r1, siteB, ip(r2Under12)},
 		{p.r2, siteB, ip(r3Under23)}, {p.r2, siteA, ip(r1Under12)},
 		{p.r3, siteA, ip(r2Under23)},
 	} {
-		if err := r.nd.route(r.dst, r.via); err != nil {
+		if err := r.nd.Route(r.dst, r.via); err != nil {
 			return err
 		}
 	}
@@ -127,18 +129,18 @@ func (p *path) routePlain() error {
 func (p *path) routeVXLAN() error {
 	l := p.underlay[0]
 	for _, e := range []struct {
-		nd                *node
+		nd                *nsnet.Node
 		local, remote     string
 		inner, dst, viaIn string
 	}{
 		{p.r1, r1Under13, r3Under13, r1VXLAN, siteB, ip(r3VXLAN)},
 		{p.r3, r3Under13, r1Under13, r3VXLAN, siteA, ip(r1VXLAN)},
 	} {
-		lower, err := e.nd.nl.LinkByName(l.iface(e.nd))
+		lower, err := e.nd.NL.LinkByName(l.Iface(e.nd))
 		if err != nil {
-			return fmt.Errorf("find %s in %s: %w", l.iface(e.nd), e.nd.name, err)
+			return fmt.Errorf("find %s in %s: %w", l.Iface(e.nd), e.nd.Name, err)
 		}
-		name, err := p.net.ifaces.next("x")
+		name, err := p.net.IfName("x")
 		if err != nil {
 			return err
 		}
@@ -151,14 +153,14 @@ func (p *path) routeVXLAN() error {
 			Port:         4789,
 			Learning:     false,
 		}
-		if err := e.nd.nl.LinkAdd(vx); err != nil {
-			return fmt.Errorf("add VXLAN device %s in %s: %w", name, e.nd.name, err)
+		if err := e.nd.NL.LinkAdd(vx); err != nil {
+			return fmt.Errorf("add VXLAN device %s in %s: %w", name, e.nd.Name, err)
 		}
 		p.devices = append(p.devices, device{e.nd, name})
-		if err := e.nd.up(name, e.inner); err != nil {
+		if err := e.nd.Up(name, e.inner); err != nil {
 			return err
 		}
-		if err := e.nd.route(e.dst, e.viaIn); err != nil {
+		if err := e.nd.Route(e.dst, e.viaIn); err != nil {
 			return err
 		}
 	}
@@ -169,8 +171,8 @@ func (p *path) routeVXLAN() error {
 // profile keeps and restores.
 func (p *path) readDefaults() error {
 	l := p.underlay[0]
-	return l.a.ns.Do(func() (err error) {
-		p.defaults, err = getOffloads(l.ifA)
+	return l.A.NS.Do(func() (err error) {
+		p.defaults, err = getOffloads(l.IfA)
 		return err
 	})
 }
@@ -183,12 +185,12 @@ func (p *path) apply(prof *Profile) error {
 	}
 	for _, l := range p.underlay {
 		for _, e := range []struct {
-			nd    *node
+			nd    *nsnet.Node
 			iface string
-		}{{l.a, l.ifA}, {l.b, l.ifB}} {
-			err := e.nd.ns.Do(func() error { return setOffloads(e.iface, want) })
+		}{{l.A, l.IfA}, {l.B, l.IfB}} {
+			err := e.nd.NS.Do(func() error { return setOffloads(e.iface, want) })
 			if err != nil {
-				return fmt.Errorf("profile %s in %s: %w", prof.Name, e.nd.name, err)
+				return fmt.Errorf("profile %s in %s: %w", prof.Name, e.nd.Name, err)
 			}
 		}
 	}
@@ -209,14 +211,14 @@ func (p *path) close() error {
 	p.stopAll()
 	var errs []error
 	for _, d := range p.devices {
-		if link, err := d.nd.nl.LinkByName(d.name); err == nil {
-			if err := d.nd.nl.LinkDel(link); err != nil {
-				errs = append(errs, fmt.Errorf("delete %s in %s: %w", d.name, d.nd.name, err))
+		if link, err := d.nd.NL.LinkByName(d.name); err == nil {
+			if err := d.nd.NL.LinkDel(link); err != nil {
+				errs = append(errs, fmt.Errorf("delete %s in %s: %w", d.name, d.nd.Name, err))
 			}
 		}
 	}
 	p.devices = nil
-	errs = append(errs, p.net.close())
+	errs = append(errs, p.net.Close())
 	return errors.Join(errs...)
 }
 

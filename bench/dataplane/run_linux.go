@@ -14,7 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/amptcp/amptcp/internal/buildinfo"
-	"github.com/amptcp/amptcp/internal/netns"
+	"github.com/amptcp/amptcp/internal/nsnet"
 )
 
 // Run builds every variant's network, measures them in turns, removes
@@ -41,7 +41,7 @@ func Run(ctx context.Context, opts Options) (res *Result, err error) {
 		return nil, fmt.Errorf("make temporary directory: %w", err)
 	}
 	r := &run{opts: opts, dir: dir, iperf3: iperf3, began: time.Now(), pin: pinning{-1, -1},
-		ifaces: &ifSeq{prefix: opts.LinkPrefix}}
+		ifaces: &nsnet.IfNames{Prefix: opts.LinkPrefix}}
 	if opts.Pin {
 		r.pin = cpus()
 	}
@@ -79,7 +79,7 @@ type run struct {
 	iperf3 string
 	began  time.Time
 	pin    pinning
-	ifaces *ifSeq
+	ifaces *nsnet.IfNames
 	paths  []*path // every path built, up or not, for cleanup
 	// softirqd are the ksoftirqd threads, whose CPU time counts as the
 	// runs' own.
@@ -178,7 +178,7 @@ func (r *run) phases(ctx context.Context) (*Result, error) {
 // once traffic passes from the client to the server, with the time the
 // check's transfer took.
 func (r *run) setUp(ctx context.Context, v *Variant, lispd string, lispdErr error) (*path, time.Duration, error) {
-	p := &path{variant: v, net: &network{prefix: r.opts.Prefix + v.Name + "-", ifaces: r.ifaces}}
+	p := &path{variant: v, net: nsnet.New(r.opts.Prefix+v.Name+"-", r.ifaces)}
 	r.paths = append(r.paths, p) // cleanup closes it, even half-built
 	deadline := time.Now().Add(r.opts.SetupTimeout)
 	if err := p.build(); err != nil {
@@ -217,20 +217,7 @@ func (r *run) cleanup() error {
 		}
 	}
 	r.paths = nil
-	if names, err := netns.List(r.opts.Prefix); err != nil {
-		errs = append(errs, err)
-	} else {
-		for _, name := range names {
-			errs = append(errs, fmt.Errorf("namespace %s was left; removing it", name), netns.Delete(name))
-		}
-	}
-	if names, err := netns.Links(r.opts.LinkPrefix); err != nil {
-		errs = append(errs, err)
-	} else {
-		for _, name := range names {
-			errs = append(errs, fmt.Errorf("link %s leaked into the root namespace; removing it", name), netns.DeleteLink(name))
-		}
-	}
+	errs = append(errs, nsnet.Sweep(r.opts.Prefix, r.opts.LinkPrefix))
 	return errors.Join(errs...)
 }
 

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -91,14 +90,7 @@ func runBenchDataplane(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	res, err := dataplane.Run(ctx, opts)
 	if res != nil {
-		var werr error
-		if *jsonOut {
-			enc := json.NewEncoder(stdout)
-			enc.SetIndent("", "  ")
-			werr = enc.Encode(res)
-		} else {
-			werr = dataplane.WriteText(stdout, res)
-		}
+		werr := writeBenchResult(stdout, *jsonOut, res, func(w io.Writer) error { return dataplane.WriteText(w, res) })
 		err = errors.Join(err, werr)
 	}
 	if err != nil {

@@ -23,6 +23,8 @@ func runBench(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
        amptcp bench dataplane [--json] [--variants LIST] [--profiles LIST] [--streams LIST]
                               [--duration D] [--repetitions N] [--congestion CC] [--lispd PATH] [--keep]
                               (amptcp bench dataplane --help for its flags)
+       amptcp bench pm [--json] [--variants LIST] [--failures LIST] [--repetitions N]
+                       [--outage D] [--timeout D]
 
 map-request starts a lispd of its own as map-server and map-resolver on
 127.0.0.1, registers N prefixes with Map-Registers signed with
@@ -36,6 +38,7 @@ goes to stderr. The defaults take about a minute; --prefixes 10000
 --duration 1s takes a few seconds.
 `)
 		fmt.Fprint(w, "\n"+dataplaneUsage)
+		fmt.Fprint(w, "\n"+pmUsage)
 	}
 	if len(args) == 0 {
 		usage(stderr)
@@ -46,14 +49,27 @@ goes to stderr. The defaults take about a minute; --prefixes 10000
 		return runBenchMapRequest(args[1:], stdout, stderr, usage)
 	case "dataplane":
 		return runBenchDataplane(args[1:], stdout, stderr)
+	case "pm":
+		return runBenchPM(args[1:], stdout, stderr)
 	case "echo-server": // the reference server, which map-request starts
 		return runEchoServer(args[1:], stdin, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		usage(stdout)
 		return 0
 	}
-	fmt.Fprintf(stderr, "amptcp bench: unknown benchmark %q (map-request, dataplane)\n", args[0])
+	fmt.Fprintf(stderr, "amptcp bench: unknown benchmark %q (map-request, dataplane, pm)\n", args[0])
 	return 2
+}
+
+// writeBenchResult prints a bench's result: as one indented JSON object
+// with --json, else as text.
+func writeBenchResult(w io.Writer, asJSON bool, res any, text func(io.Writer) error) error {
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(res)
+	}
+	return text(w)
 }
 
 func runBenchMapRequest(args []string, stdout, stderr io.Writer, usage func(io.Writer)) int {
@@ -97,13 +113,7 @@ func runBenchMapRequest(args []string, stdout, stderr io.Writer, usage func(io.W
 		fmt.Fprintf(stderr, "amptcp bench map-request: %v\n", err)
 		return 1
 	}
-	if *jsonOut {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		err = enc.Encode(res)
-	} else {
-		err = maprequest.WriteText(stdout, res)
-	}
+	err = writeBenchResult(stdout, *jsonOut, res, func(w io.Writer) error { return maprequest.WriteText(w, res) })
 	if err != nil {
 		fmt.Fprintf(stderr, "amptcp bench map-request: %v\n", err)
 		return 1

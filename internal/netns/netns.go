@@ -32,6 +32,9 @@ func Create(name string) (*NS, error) {
 	if err := validName(name); err != nil {
 		return nil, err
 	}
+	if err := mountDir(); err != nil {
+		return nil, err
+	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	orig, err := netns.Get()
@@ -51,6 +54,33 @@ func Create(name string) (*NS, error) {
 		return nil, fmt.Errorf("return from namespace %s: %w", name, err)
 	}
 	return &NS{Name: name}, nil
+}
+
+// mountDir makes Dir a shared mount point of its own, as `ip netns add`
+// does the first time it runs. Were it not one, the first `ip netns add`
+// of another program would bind-mount Dir over itself, and the
+// namespaces made before would lie below that mount: their files could
+// be neither unmounted nor removed by their path ("device or resource
+// busy").
+func mountDir() error {
+	if err := os.MkdirAll(Dir, 0o755); err != nil {
+		return fmt.Errorf("make %s: %w", Dir, err)
+	}
+	err := unix.Mount("", Dir, "none", unix.MS_SHARED|unix.MS_REC, "")
+	if !errors.Is(err, unix.EINVAL) { // EINVAL: not a mount point yet
+		return wrapMount(err)
+	}
+	if err := unix.Mount(Dir, Dir, "none", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		return fmt.Errorf("bind-mount %s on itself: %w", Dir, err)
+	}
+	return wrapMount(unix.Mount("", Dir, "none", unix.MS_SHARED|unix.MS_REC, ""))
+}
+
+func wrapMount(err error) error {
+	if err != nil {
+		return fmt.Errorf("make %s a shared mount: %w", Dir, err)
+	}
+	return nil
 }
 
 // Path is the namespace's bind mount, usable with setns(2) or nsenter.

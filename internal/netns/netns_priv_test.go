@@ -1,16 +1,21 @@
 package netns_test
 
 import (
+	"errors"
+	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/amptcp/amptcp/internal/netns"
+	"github.com/amptcp/amptcp/internal/osthread"
 	"github.com/amptcp/amptcp/internal/testenv"
 )
 
@@ -166,4 +171,55 @@ func link(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return l + "\n"
+}
+
+// A namespace made before another program's first `ip netns add` can be
+// deleted after it: Create makes /run/netns a mount point of its own, so
+// that iproute2 does not mount it over itself, over the namespaces below.
+// The test runs in a mount namespace of its own, where /run/netns starts
+// as a plain directory, as after a boot.
+func TestDeleteAfterIPNetnsAdd(t *testing.T) {
+	testenv.RequireRoot(t)
+	name := testenv.Prefix + "-ipadd"
+	errc := make(chan error, 1)
+	osthread.Go(func() { errc <- inFreshMountNamespace(name) })
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(netns.Dir, name)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("%s is left: %v", name, err)
+	}
+}
+
+// inFreshMountNamespace, on a thread of its own, enters a private mount
+// namespace where /run/netns is no mount point, creates the namespace
+// name, makes /run/netns a mount point as `ip netns add` does, and
+// deletes the namespace.
+func inFreshMountNamespace(name string) error {
+	if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+		return fmt.Errorf("unshare: %w", err)
+	}
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("make / private: %w", err)
+	}
+	// Nothing propagates out of here: undo what makes /run/netns a
+	// mount point in this namespace.
+	for unix.Unmount(netns.Dir, unix.MNT_DETACH) == nil {
+	}
+	ns, err := netns.Create(name)
+	if err != nil {
+		return err
+	}
+	// iproute2's netns_add: make the directory shared, and when it is no
+	// mount point, bind-mount it on itself first.
+	if err := unix.Mount("", netns.Dir, "none", unix.MS_SHARED|unix.MS_REC, ""); errors.Is(err, unix.EINVAL) {
+		if err := unix.Mount(netns.Dir, netns.Dir, "none", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			ns.Delete()
+			return fmt.Errorf("bind-mount as ip netns add does: %w", err)
+		}
+	}
+	if err := ns.Delete(); err != nil {
+		return fmt.Errorf("after ip netns add: %w", err)
+	}
+	return nil
 }

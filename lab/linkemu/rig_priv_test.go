@@ -185,8 +185,14 @@ func kernelTime(oob []byte) time.Time {
 	return time.Now()
 }
 
-// settle waits until the receiver's count has not moved for a while.
-func (rc *receiver) settle(quiet time.Duration) int64 {
+// quiet is how long settle waits for the next datagram before it takes
+// the count as final: far beyond the gaps of the tests' bursts (a
+// millisecond), and beyond what a loaded machine keeps the emulator's
+// loop or the receiving goroutine waiting.
+const quiet = 300 * time.Millisecond
+
+// settle waits until the receiver's count has not moved for quiet.
+func (rc *receiver) settle() int64 {
 	last := rc.count.Load()
 	for {
 		time.Sleep(quiet)
