@@ -583,3 +583,66 @@ func waitCounters(t *testing.T, d *Daemon, what string, ok func(Counters) bool) 
 	}
 	t.Fatalf("no %s within %v: broken %v, destroyed %v, repaired %v", what, repairWait, c.Broken, c.Destroyed, c.Repaired)
 }
+
+// A link that comes back is reported only once its unresolved neighbours
+// are forgotten: the gateway's entry, left incomplete while the carrier
+// was off, would hold a new subflow's SYN until its next retransmission,
+// up to a second later.
+func TestLinkBackForgetsUnresolvedNeighbours(t *testing.T) {
+	tl := newTwoLinks(t)
+	var links <-chan struct{}
+	var stop func()
+	err := tl.cli.Do(func() (err error) {
+		links, stop, err = subscribeLinks(slog.New(slog.DiscardHandler))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	peer := tl.link1.Iface(tl.srv)
+	if _, err := tl.srv.Exec(t, "ip", "link", "set", peer, "down"); err != nil {
+		t.Fatal(err)
+	}
+	neighbour := func() string {
+		t.Helper()
+		out, err := tl.cli.Exec(t, "ip", "neigh", "show", "10.0.1.2")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	// A datagram to the gateway while the carrier is off leaves its entry
+	// unresolved.
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(neighbour(), "INCOMPLETE"); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no incomplete neighbour entry: %q", neighbour())
+		}
+		err := tl.cli.Do(func() error {
+			c, err := net.Dial("udp", "10.0.1.2:9")
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			c.Write([]byte("x")) // no route yet is fine: the next try sends it
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for len(links) > 0 {
+		<-links
+	}
+	if _, err := tl.srv.Exec(t, "ip", "link", "set", peer, "up"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-links:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the link's return was not reported")
+	}
+	if n := neighbour(); strings.Contains(n, "INCOMPLETE") || strings.Contains(n, "FAILED") {
+		t.Errorf("when the link's return is reported, the gateway's entry is still %q", n)
+	}
+}

@@ -116,8 +116,13 @@ func (sysctlPM) SetPathManager(name string) error { return mptcp.SetPathManager(
 
 // subscribeLinks reports, on the channel, links that start running and
 // addresses that are added in the calling thread's namespace: a path that
-// may be back.
+// may be back. Before it reports a link, it forgets the link's neighbours
+// that were not resolved (forgetUnresolved).
 func subscribeLinks(log interface{ Warn(string, ...any) }) (<-chan struct{}, func(), error) {
+	neigh, err := netlink.NewHandle() // of the calling thread's namespace, used from another
+	if err != nil {
+		return nil, nil, err
+	}
 	done := make(chan struct{})
 	linkCh := make(chan netlink.LinkUpdate, 64)
 	addrCh := make(chan netlink.AddrUpdate, 64)
@@ -129,10 +134,12 @@ func subscribeLinks(log interface{ Warn(string, ...any) }) (<-chan struct{}, fun
 		}
 	}
 	if err := netlink.LinkSubscribeWithOptions(linkCh, done, netlink.LinkSubscribeOptions{ErrorCallback: onErr}); err != nil {
+		neigh.Close()
 		return nil, nil, err
 	}
 	if err := netlink.AddrSubscribeWithOptions(addrCh, done, netlink.AddrSubscribeOptions{ErrorCallback: onErr}); err != nil {
 		close(done)
+		neigh.Close()
 		return nil, nil, err
 	}
 	out := make(chan struct{}, 1)
@@ -155,6 +162,9 @@ func subscribeLinks(log interface{ Warn(string, ...any) }) (<-chan struct{}, fun
 				}
 				up := u.IfInfomsg.Flags&unix.IFF_UP != 0 && u.IfInfomsg.Flags&unix.IFF_RUNNING != 0
 				if up && !running[u.Index] {
+					if err := forgetUnresolved(neigh, int(u.Index)); err != nil {
+						log.Warn("forget unresolved neighbours", "link_index", u.Index, "error", err)
+					}
 					notify()
 				}
 				running[u.Index] = up
@@ -169,7 +179,28 @@ func subscribeLinks(log interface{ Warn(string, ...any) }) (<-chan struct{}, fun
 			}
 		}
 	}()
-	return out, func() { close(done) }, nil
+	return out, func() { close(done); neigh.Close() }, nil
+}
+
+// forgetUnresolved deletes the neighbour entries of a link that are being
+// resolved or failed to be. While the carrier was off, a packet to the
+// gateway left an entry waiting for its retransmission timer, up to a
+// second, before it asks again: a subflow created when the link comes
+// back would wait in it. A new entry asks at once.
+func forgetUnresolved(h *netlink.Handle, index int) error {
+	neighs, err := h.NeighList(index, netlink.FAMILY_ALL)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, n := range neighs {
+		if n.State&(netlink.NUD_INCOMPLETE|netlink.NUD_FAILED) != 0 {
+			if err := h.NeighDel(&n); err != nil && !errors.Is(err, unix.ENOENT) {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // usableAddrs lists the global addresses of the links that are up in the
