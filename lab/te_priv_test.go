@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"net/netip"
 	"os"
@@ -209,22 +210,40 @@ func TestTEPaperOverlay(t *testing.T) {
 		if err := warmPair(context.Background(), client, server, "10.2.0.2:5201"); err != nil {
 			t.Fatal(err)
 		}
-		if err := transfer(client, server, "10.2.0.2:5201", 8<<20, true); err != nil {
-			t.Fatal(err)
+		done := make(chan error, 1)
+		go func() { done <- transfer(client, server, "10.2.0.2:5201", 32<<20, true) }()
+		// The subflows as xs binds them while the transfer runs: on a
+		// busy machine a join may come late, and the table forgets the
+		// subflows once they end.
+		paths := func() (map[uint64][]int, bool) {
+			byConn := map[uint64][]int{}
+			for _, s := range nodeStatus(t, st, "xs").Dataplane.Subflows {
+				if s.Remote == "10.2.0.2:5201" {
+					byConn[s.Connection] = append(byConn[s.Connection], s.Path)
+				}
+			}
+			for _, p := range byConn {
+				slices.Sort(p)
+			}
+			return byConn, len(byConn) == 1 && slices.Equal(slices.Collect(maps.Values(byConn))[0], []int{0, 1, 2})
 		}
-		byConn := map[uint64][]int{}
-		for _, s := range nodeStatus(t, st, "xs").Dataplane.Subflows {
-			if s.Remote == "10.2.0.2:5201" {
-				byConn[s.Connection] = append(byConn[s.Connection], s.Path)
+		byConn, ok := paths()
+		for ended := false; !ok && !ended; byConn, ok = paths() {
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatal(err)
+				}
+				ended, done = true, nil
+			case <-time.After(100 * time.Millisecond):
 			}
 		}
-		if len(byConn) != 1 {
-			t.Fatalf("xs's subflows: %+v", byConn)
+		if !ok {
+			t.Errorf("the connection's subflows took paths %v, want 0, 1 and 2", byConn)
 		}
-		for _, paths := range byConn {
-			slices.Sort(paths)
-			if !slices.Equal(paths, []int{0, 1, 2}) {
-				t.Errorf("the connection's subflows took paths %v, want 0, 1 and 2", paths)
+		if done != nil {
+			if err := <-done; err != nil {
+				t.Fatal(err)
 			}
 		}
 		for _, r := range []string{"r1", "r2", "r3"} {
@@ -240,6 +259,8 @@ func TestTEPaperOverlay(t *testing.T) {
 	t.Run("a failed RTR", func(t *testing.T) {
 		client, server := st.Prefix+"client", st.Prefix+"server"
 		before := nodeStatus(t, st, "xs").Dataplane.Counters["subflow_rebound"]
+		pair, _ := pairOf(nodeStatus(t, st, "ms").TE, "a", "b")
+		changes := pair.Changes
 		done := make(chan error, 1)
 		go func() { done <- transfer(client, server, "10.2.0.2:5201", 48<<20, true) }()
 		time.Sleep(2 * time.Second)
@@ -262,14 +283,11 @@ func TestTEPaperOverlay(t *testing.T) {
 		}
 		waitUntil(t, "the set without r2", 10*time.Second, func() bool {
 			p, _ := pairOf(nodeStatus(t, st, "ms").TE, "a", "b")
-			if p.Changes != 2 {
-				t.Logf("pair a -> b: %+v", p)
-			}
-			return p.Changes == 2
+			return p.Changes == changes+1
 		})
 		time.Sleep(5 * time.Second) // 10 collections, a computation
 		p, _ := pairOf(nodeStatus(t, st, "ms").TE, "a", "b")
-		if p.Changes != 2 || !strings.Contains(p.Reason, "r2") || len(p.ELPs) != 2 {
+		if p.Changes != changes+1 || !strings.Contains(p.Reason, "r2") || len(p.ELPs) != 2 {
 			t.Errorf("pair a -> b after r2 failed: %+v", p)
 		}
 		if got := elps(askAs(t, st, plan, "client", "10.2.0.2"), plan); !slices.Equal(got, []string{"r1>xd", "r3>xd"}) {
