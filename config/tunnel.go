@@ -64,6 +64,14 @@ type Dataplane struct {
 	// GSO super-packets on to the other namespace, whose UDP socket
 	// delivers them unfinished (docs/routers.md).
 	CompleteChecksums []string `yaml:"complete-checksums"`
+	// XDPInterfaces are RLOC interfaces where the ETR decapsulates in XDP,
+	// in the driver ahead of GRO, so that the inner TCP is aggregated as
+	// a router aggregates what it forwards: for interfaces that receive
+	// MTU-sized frames (a NIC, a veth whose peer does not segment), where
+	// every LISP packet would otherwise cross the stack alone. It needs
+	// a driver with native XDP. On a veth it turns segmentation offload
+	// off on the peer (docs/routers.md, Performance).
+	XDPInterfaces []string `yaml:"xdp-interfaces"`
 	// PinPath is the directory, on a BPF file system, where the data
 	// plane is pinned so that a restart of lispd keeps it forwarding and
 	// the next lispd adopts it (docs/routers.md). Left out, a directory
@@ -319,9 +327,14 @@ func (dp *Dataplane) validate(ck *checker, xtr bool) {
 	oneOf(ck, "dataplane.path-selection", dp.PathSelection, "hash", "port-sum")
 	oneOf(ck, "dataplane.source-selection", dp.SourceSelection, "routing", "port-sum")
 	dp.validateGateways(ck)
-	for i, name := range dp.CompleteChecksums {
-		if !slices.Contains(dp.RLOCInterfaces, name) {
-			ck.add(fmt.Sprintf("dataplane.complete-checksums[%d]", i), "%q is not one of rloc-interfaces", name)
+	for _, f := range []struct {
+		field string
+		names []string
+	}{{"complete-checksums", dp.CompleteChecksums}, {"xdp-interfaces", dp.XDPInterfaces}} {
+		for i, name := range f.names {
+			if !slices.Contains(dp.RLOCInterfaces, name) {
+				ck.add(fmt.Sprintf("dataplane.%s[%d]", f.field, i), "%q is not one of rloc-interfaces", name)
+			}
 		}
 	}
 	oneOf(ck, "dataplane.mptcp-subflows", dp.MPTCPSubflows, "bind", "off")

@@ -157,7 +157,7 @@ map-cache:
 func TestTunnelErrors(t *testing.T) {
 	_, err := Parse([]byte(`
 roles: [xtr]
-dataplane: {rloc-interfaces: [eth0, eth0, eth1], miss: queue, instance-id: 16777216, source-selection: port-sum, rloc-gateways: {eth0: 192.0.2.9, eth7: gw}, complete-checksums: [eth1, eth9]}
+dataplane: {rloc-interfaces: [eth0, eth0, eth1], miss: queue, instance-id: 16777216, source-selection: port-sum, rloc-gateways: {eth0: 192.0.2.9, eth7: gw}, complete-checksums: [eth1, eth9], xdp-interfaces: [eth8]}
 map-cache: {map-resolvers: [resolver], request-timeout: -1s, max-entries: -1, probe-interval: 1ms, probe-misses: -2}
 xtr:
   xtr-id: abc
@@ -182,6 +182,7 @@ xtr:
 		`dataplane.rloc-gateways.eth7: "gw" is not an IP address`,
 		"dataplane.rloc-gateways: missing the gateway of eth1 (rloc-interfaces[2])",
 		`dataplane.complete-checksums[1]: "eth9" is not one of rloc-interfaces`,
+		`dataplane.xdp-interfaces[0]: "eth8" is not one of rloc-interfaces`,
 		`map-cache.map-resolvers[0]: "resolver" is not an IP address`,
 		"map-cache.request-timeout: must be positive",
 		"map-cache.max-entries: -1 is not between 1 and",

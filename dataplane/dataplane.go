@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/cilium/ebpf/ringbuf"
 
 	"github.com/amptcp/amptcp/config"
+	"github.com/amptcp/amptcp/internal/ethtool"
 )
 
 // Options are what the data plane takes from outside its own section of
@@ -69,9 +71,10 @@ func (o *objects) Close() error {
 	return errors.Join(o.lispObjects.Close(), o.Data.Close())
 }
 
-// attached is a program's TCX link on an interface.
+// attached is a program's TCX or XDP link on an interface.
 type attached struct {
 	ifindex int
+	pin     string // its pin's name (linkPin)
 	link    link.Link
 }
 
@@ -130,6 +133,16 @@ func New(cfg *config.Dataplane, opts Options) (*Dataplane, error) {
 			d.abort()
 			return nil, err
 		}
+		if slices.Contains(cfg.XDPInterfaces, ifc.Name) {
+			if err := d.attach(ifc, d.objs.UnderlayXdp, prev); err != nil {
+				d.abort()
+				return nil, err
+			}
+			if on, err := ethtool.Get(ifc.Name, ethtool.GRO); err == nil && !on {
+				d.log.Warn("GRO is off on an interface of xdp-interfaces: decapsulating in XDP gains nothing there (ethtool -K IF gro on)",
+					"interface", ifc.Name)
+			}
+		}
 	}
 	if err := d.settle(prev); err != nil {
 		d.abort()
@@ -142,7 +155,7 @@ func New(cfg *config.Dataplane, opts Options) (*Dataplane, error) {
 	d.wg.Go(d.readMisses)
 	d.wg.Go(func() { d.sweepEvery(cfg.SubflowIdleTimeout.Duration) })
 	d.log.Info("data plane attached", "eid_interfaces", cfg.EIDInterfaces, "rloc_interfaces", cfg.RLOCInterfaces,
-		"rlocs", d.rlocs, "complete_checksums", cfg.CompleteChecksums)
+		"rlocs", d.rlocs, "complete_checksums", cfg.CompleteChecksums, "xdp_interfaces", cfg.XDPInterfaces)
 	return d, nil
 }
 
@@ -181,6 +194,7 @@ func (d *Dataplane) load(cfg *config.Dataplane, opts Options, rlocs []localRLOC,
 		"cfg_clamp_mss":        flag(cfg.ClampMSS == nil || *cfg.ClampMSS),
 		"cfg_rtr":              flag(opts.RTR),
 		"cfg_direct_access":    flag(!opts.loadBytesOnly),
+		"cfg_xdp":              flag(len(cfg.XDPInterfaces) > 0),
 		"cfg_miss_interval_ns": uint64(miss),
 		"cfg_n_rlocs":          uint32(len(rlocs)),
 		"cfg_n_egress":         uint32(len(egress)),
@@ -300,13 +314,17 @@ func (d *Dataplane) setRLOCs(rlocs []localRLOC, egress []lispEgressIf) error {
 	return nil
 }
 
-// attach puts prog on the interface's tc ingress with TCX (Linux 6.6):
-// in the link the lispd before left there, atomically replacing its
-// program, or in a new link.
+// attach puts prog on the interface's tc ingress with TCX (Linux 6.6),
+// or, for an XDP program, in its driver: in the link the lispd before
+// left there, atomically replacing its program, or in a new link.
 func (d *Dataplane) attach(ifc *net.Interface, prog *ebpf.Program, prev *previous) error {
-	if l := prev.takeLink(ifc.Index); l != nil {
+	pin := tcxPin + strconv.Itoa(ifc.Index)
+	if prog.Type() == ebpf.XDP {
+		pin = xdpPin + strconv.Itoa(ifc.Index)
+	}
+	if l := prev.takeLink(pin); l != nil {
 		if err := l.Update(prog); err == nil {
-			d.links = append(d.links, attached{ifc.Index, l})
+			d.links = append(d.links, attached{ifc.Index, pin, l})
 			prev.adoption.Links++
 			return nil
 		} else {
@@ -315,11 +333,22 @@ func (d *Dataplane) attach(ifc *net.Interface, prog *ebpf.Program, prev *previou
 			l.Close()
 		}
 	}
-	l, err := link.AttachTCX(link.TCXOptions{Interface: ifc.Index, Program: prog, Attach: ebpf.AttachTCXIngress})
-	if err != nil {
-		return fmt.Errorf("dataplane: attach to %s (tcx needs Linux 6.6 or later): %w", ifc.Name, err)
+	var (
+		l   link.Link
+		err error
+	)
+	if prog.Type() == ebpf.XDP {
+		l, err = link.AttachXDP(link.XDPOptions{Interface: ifc.Index, Program: prog, Flags: link.XDPDriverMode})
+		if err != nil {
+			return fmt.Errorf("dataplane: attach XDP to %s (dataplane.xdp-interfaces: its driver needs native XDP): %w", ifc.Name, err)
+		}
+	} else {
+		l, err = link.AttachTCX(link.TCXOptions{Interface: ifc.Index, Program: prog, Attach: ebpf.AttachTCXIngress})
+		if err != nil {
+			return fmt.Errorf("dataplane: attach to %s (tcx needs Linux 6.6 or later): %w", ifc.Name, err)
+		}
 	}
-	d.links = append(d.links, attached{ifc.Index, l})
+	d.links = append(d.links, attached{ifc.Index, pin, l})
 	return nil
 }
 

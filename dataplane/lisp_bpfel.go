@@ -183,6 +183,7 @@ const (
 	lispMapTokens            = "tokens"
 	lispProgItr              = "itr"
 	lispProgUnderlay         = "underlay"
+	lispProgUnderlayXdp      = "underlay_xdp"
 	lispVarCfgBindSubflows   = "cfg_bind_subflows"
 	lispVarCfgClampMss       = "cfg_clamp_mss"
 	lispVarCfgDirectAccess   = "cfg_direct_access"
@@ -197,6 +198,7 @@ const (
 	lispVarCfgRlocs          = "cfg_rlocs"
 	lispVarCfgRtr            = "cfg_rtr"
 	lispVarCfgSourcePortSum  = "cfg_source_port_sum"
+	lispVarCfgXdp            = "cfg_xdp"
 	lispVarSubflowEpoch      = "subflow_epoch"
 )
 
@@ -242,8 +244,9 @@ type lispSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type lispProgramSpecs struct {
-	Itr      *ebpf.ProgramSpec `ebpf:"itr"`
-	Underlay *ebpf.ProgramSpec `ebpf:"underlay"`
+	Itr         *ebpf.ProgramSpec `ebpf:"itr"`
+	Underlay    *ebpf.ProgramSpec `ebpf:"underlay"`
+	UnderlayXdp *ebpf.ProgramSpec `ebpf:"underlay_xdp"`
 }
 
 // lispMapSpecs contains maps before they are loaded into the kernel.
@@ -283,6 +286,7 @@ type lispVariableSpecs struct {
 	CfgRlocs          *ebpf.VariableSpec `ebpf:"cfg_rlocs"`
 	CfgRtr            *ebpf.VariableSpec `ebpf:"cfg_rtr"`
 	CfgSourcePortSum  *ebpf.VariableSpec `ebpf:"cfg_source_port_sum"`
+	CfgXdp            *ebpf.VariableSpec `ebpf:"cfg_xdp"`
 	SubflowEpoch      *ebpf.VariableSpec `ebpf:"subflow_epoch"`
 }
 
@@ -357,6 +361,7 @@ type lispVariables struct {
 	CfgRlocs          *ebpf.Variable `ebpf:"cfg_rlocs"`
 	CfgRtr            *ebpf.Variable `ebpf:"cfg_rtr"`
 	CfgSourcePortSum  *ebpf.Variable `ebpf:"cfg_source_port_sum"`
+	CfgXdp            *ebpf.Variable `ebpf:"cfg_xdp"`
 	SubflowEpoch      *ebpf.Variable `ebpf:"subflow_epoch"`
 }
 
@@ -364,14 +369,16 @@ type lispVariables struct {
 //
 // It can be passed to loadLispObjects or ebpf.CollectionSpec.LoadAndAssign.
 type lispPrograms struct {
-	Itr      *ebpf.Program `ebpf:"itr"`
-	Underlay *ebpf.Program `ebpf:"underlay"`
+	Itr         *ebpf.Program `ebpf:"itr"`
+	Underlay    *ebpf.Program `ebpf:"underlay"`
+	UnderlayXdp *ebpf.Program `ebpf:"underlay_xdp"`
 }
 
 func (p *lispPrograms) Close() error {
 	return _LispClose(
 		p.Itr,
 		p.Underlay,
+		p.UnderlayXdp,
 	)
 }
 

@@ -27,7 +27,7 @@ var counterNames = []string{
 	"rtr_ambiguous",
 	"subflow_new", "subflow_join", "subflow_join_unknown_token", "subflow_bound", "subflow_rebound",
 	"subflow_reset", "subflow_fin", "subflow_tokens_learned",
-	"itr_ttl_expired",
+	"itr_ttl_expired", "etr_decapsulated_xdp",
 }
 
 // Counters reads the packet counters.

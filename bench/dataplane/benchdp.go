@@ -45,6 +45,11 @@ type Options struct {
 	Duration time.Duration
 	// Repetitions of every measurement, interleaved (default 3).
 	Repetitions int
+	// Rate caps what iperf3 sends, in Gbit/s over all streams (0: as fast
+	// as it can). At a rate every variant carries, the throughputs say
+	// nothing, but the CPU each spends per Gbit/s compares the paths'
+	// costs on a machine too busy for their top speeds to.
+	Rate float64
 	// Congestion is the TCP congestion control (default cubic; the
 	// kernel's default here is bbr, so it is always set explicitly).
 	Congestion string
@@ -149,6 +154,9 @@ func (o *Options) Validate() error {
 	}
 	if o.Duration < time.Second || o.Duration > time.Hour || o.Duration%time.Second != 0 {
 		errs = append(errs, fmt.Errorf("duration: %s is not a whole number of seconds between 1s and 1h (iperf3 counts seconds)", o.Duration))
+	}
+	if o.Rate < 0 || o.Rate > 1000 {
+		errs = append(errs, fmt.Errorf("rate: %g Gbit/s is not between 0 (no cap) and 1000", o.Rate))
 	}
 	if o.Repetitions < 1 || o.Repetitions > 100 {
 		errs = append(errs, fmt.Errorf("repetitions: %d is not between 1 and 100", o.Repetitions))

@@ -108,6 +108,9 @@ func (r *run) iperf(ctx context.Context, p *path, res *Measurement) error {
 	if r.pin.client >= 0 {
 		argv = append(argv, "-A", strconv.Itoa(r.pin.client))
 	}
+	if o.Rate > 0 { // iperf3's -b is per stream
+		argv = append(argv, "-b", strconv.FormatFloat(o.Rate*1e3/float64(res.Streams), 'f', 0, 64)+"M")
+	}
 	name := fmt.Sprintf("%s-%s-%dstreams-rep%d", res.Variant, res.Profile, res.Streams, res.Repetition)
 	out := filepath.Join(r.dir, name+".json")
 	outf, err := os.Create(out)

@@ -42,6 +42,8 @@ type xtrSpec struct {
 	key       string   // the site's
 	elp       []string // if not empty, the site is registered with this ELP (RTRs, then rloc) instead of rloc alone
 	resolver  string   // map-resolver and map-server
+	// xdp decapsulates in XDP on the RLOC interface (dataplane.xdp-interfaces).
+	xdp bool
 }
 
 // xtrConfig is the lispd of a site's edge router: ITR for its host's
@@ -53,6 +55,10 @@ func xtrConfig(x xtrSpec) string {
 	} else {
 		loc = fmt.Sprintf("{address: %s, priority: 1, weight: 100}", x.rloc)
 	}
+	xdp := ""
+	if x.xdp {
+		xdp = "\n  xdp-interfaces: [" + x.rlocIface + "]"
+	}
 	return `# amptcp bench dataplane: the xTR of ` + x.eidPrefix + `
 roles: [xtr]
 listen: ["` + x.rloc + `"]
@@ -60,7 +66,7 @@ log: {level: info}
 control: {socket: "` + x.sock + `"}
 dataplane:
   eid-interfaces: [` + x.eidIface + `]
-  rloc-interfaces: [` + x.rlocIface + `]
+  rloc-interfaces: [` + x.rlocIface + `]` + xdp + `
 map-cache:
   map-resolvers: ["` + x.resolver + `"]
 xtr:

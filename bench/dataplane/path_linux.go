@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"time"
 
 	"github.com/vishvananda/netlink"
 )
@@ -26,6 +27,10 @@ type path struct {
 	// lastHop is the underlay link into r3.
 	serverLink, lastHop *veth
 	procs               []*process // lispds, then the iperf3 server
+	// xtrs are the lisp variants' xTRs; xdp says whether they
+	// decapsulate in XDP now (a profile's choice).
+	xtrs []*xtrRun
+	xdp  bool
 	iperfServer         *process
 	devices             []device // other than veths: VXLAN
 }
@@ -175,8 +180,13 @@ func (p *path) readDefaults() error {
 	})
 }
 
-// apply sets the profile's offloads on both ends of every underlay link.
-func (p *path) apply(prof *Profile) error {
+// apply sets the profile's offloads on both ends of every underlay link,
+// and configures the xTRs of a lisp variant for it. The xTRs go first:
+// on a veth, XDP fixes the peer's TSO off while it is attached.
+func (p *path) apply(prof *Profile, timeout time.Duration) error {
+	if err := p.setXDP(prof.XDP, timeout); err != nil {
+		return fmt.Errorf("profile %s: %w", prof.Name, err)
+	}
 	want := p.defaults
 	if prof.Underlay != nil {
 		want = *prof.Underlay

@@ -13,8 +13,12 @@ import (
 // numbers come from.
 func WriteText(w io.Writer, r *Result) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Data paths on veth chains: iperf3 TCP (%s), %gs runs, medians of %d repetition%s taken in turns\n",
-		r.Congestion, r.Seconds, r.Repetitions, plural(r.Repetitions))
+	capped := ""
+	if r.Rate > 0 {
+		capped = fmt.Sprintf(" capped at %g Gbit/s", r.Rate)
+	}
+	fmt.Fprintf(&b, "Data paths on veth chains: iperf3 TCP (%s)%s, %gs runs, medians of %d repetition%s taken in turns\n",
+		r.Congestion, capped, r.Seconds, r.Repetitions, plural(r.Repetitions))
 	for _, p := range r.Profiles {
 		fmt.Fprintf(&b, "\nprofile %s: %s\n", p.Name, wrap(p.Description, 96, "  "))
 		row := func(cols ...string) { b.WriteString(columns(tableCols, cols) + "\n") }
@@ -42,11 +46,14 @@ func WriteText(w io.Writer, r *Result) error {
 		}
 	}
 	if len(r.Targets) > 0 {
-		fmt.Fprintf(&b, "\ntargets (ratios: medians over the repetitions of the paired runs' goodputs)\n")
+		fmt.Fprintf(&b, "\ntargets (ratios: medians over the repetitions of the paired runs' goodputs; CPU: of their own CPU/Gbit/s)\n")
 		for _, t := range r.Targets {
 			measured := "-"
 			if t.Ratio != nil {
 				measured = ratioText(*t.Ratio) + " × " + variantRef(r, t.Variant)
+				if t.Name == "CPU" {
+					measured += "'s"
+				}
 			}
 			if t.VsVXLAN != nil {
 				measured += ", " + ratioText(*t.VsVXLAN) + " × vxlan"

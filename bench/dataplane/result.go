@@ -9,12 +9,16 @@ const (
 	// TargetRatio is the least share of its reference's throughput that
 	// lispd's paths must reach: lisp of plain, lisp-rtr of plain-3.
 	TargetRatio = 0.95
+	// TargetCPURatio is the most CPU per Gbit/s (the bench's own) that
+	// lispd's paths may spend, as a share of their reference's.
+	TargetCPURatio = 1.1
 )
 
 // Result is what `amptcp bench dataplane` measured; its JSON is the
 // --json output.
 type Result struct {
 	Seconds     float64         `json:"duration_seconds"` // of each iperf3 run
+	Rate        float64         `json:"rate_gbps,omitempty"` // iperf3's cap, over all streams; 0: none
 	Repetitions int             `json:"repetitions"`
 	Streams     []int           `json:"streams"`
 	Congestion  string          `json:"congestion"`
@@ -117,13 +121,14 @@ type Summary struct {
 
 // Target is one performance target in one profile and stream count.
 type Target struct {
-	Name    string   `json:"name"` // "ITR/ETR", "RTR"
+	Name    string   `json:"name"` // "ITR/ETR", "RTR"; "CPU" for CPU per Gbit/s
 	Profile string   `json:"profile"`
 	Streams int      `json:"streams"`
 	Variant string   `json:"variant"`
 	Want    string   `json:"want"`
 	Status  string   `json:"status"` // MET, MISSED, NOT MEASURED
 	Reason  string   `json:"reason,omitempty"`
+	// Ratio is of the goodputs, or of the CPU per Gbit/s for "CPU".
 	Ratio   *float64 `json:"ratio_to_reference,omitempty"`
 	VsVXLAN *float64 `json:"ratio_to_vxlan,omitempty"` // ITR/ETR only
 }
@@ -213,6 +218,11 @@ func (r *Result) summarize() {
 			if t, ok := r.target(runs, p.Name, st, "lisp-rtr"); ok {
 				r.Targets = append(r.Targets, t)
 			}
+			for _, v := range []string{"lisp", "lisp-rtr"} {
+				if t, ok := r.cpuTarget(runs, p.Name, st, v); ok {
+					r.Targets = append(r.Targets, t)
+				}
+			}
 		}
 	}
 }
@@ -252,16 +262,21 @@ func summary(k key, runs []Measurement) Summary {
 // pairedRatio is the median over repetitions of runs' goodput over the
 // reference's in the same repetition, or nil without a pair.
 func pairedRatio(runs, refs []Measurement) *float64 {
+	return pairedRatioOf(runs, refs, func(m Measurement) float64 { return m.Gbps })
+}
+
+// pairedRatioOf is pairedRatio of another measure.
+func pairedRatioOf(runs, refs []Measurement, of func(Measurement) float64) *float64 {
 	byRep := map[int]float64{}
 	for _, ref := range refs {
-		if ref.Error == "" && ref.Gbps > 0 {
-			byRep[ref.Repetition] = ref.Gbps
+		if ref.Error == "" && of(ref) > 0 {
+			byRep[ref.Repetition] = of(ref)
 		}
 	}
 	var ratios []float64
 	for _, run := range runs {
 		if ref, ok := byRep[run.Repetition]; ok && run.Error == "" {
-			ratios = append(ratios, run.Gbps/ref)
+			ratios = append(ratios, of(run)/ref)
 		}
 	}
 	if len(ratios) == 0 {
@@ -295,6 +310,8 @@ func (r *Result) target(runs map[key][]Measurement, profile string, streams int,
 	switch {
 	case !v.Up:
 		t.Status, t.Reason = NotMeasured, variant+" did not come up"
+	case r.Rate > 0:
+		t.Status, t.Reason = NotMeasured, "--rate caps the goodputs: compare CPU per Gbit/s"
 	case t.Ratio == nil && r.variant(v.Reference) == nil:
 		t.Status, t.Reason = NotMeasured, v.Reference+" was not measured (add it to --variants)"
 	case t.Ratio == nil:
@@ -306,6 +323,31 @@ func (r *Result) target(runs map[key][]Measurement, profile string, streams int,
 	case t.VsVXLAN == nil:
 		t.Status, t.Reason = NotMeasured, "vxlan was not measured with it"
 	case *t.VsVXLAN <= 1:
+		t.Status = Missed
+	default:
+		t.Status = Met
+	}
+	return t, true
+}
+
+// cpuTarget evaluates the CPU target of variant in one profile and
+// stream count: its own CPU per Gbit/s over its reference's in the same
+// repetitions.
+func (r *Result) cpuTarget(runs map[key][]Measurement, profile string, streams int, variant string) (Target, bool) {
+	v := r.variant(variant)
+	if v == nil {
+		return Target{}, false
+	}
+	t := Target{Name: "CPU", Profile: profile, Streams: streams, Variant: variant,
+		Want: "≤ " + ratioText(TargetCPURatio) + " × " + v.Reference + "'s CPU/Gbit/s"}
+	t.Ratio = pairedRatioOf(runs[key{profile, variant, streams}], runs[key{profile, v.Reference, streams}],
+		func(m Measurement) float64 { return m.OwnCPUPerGbps })
+	switch {
+	case !v.Up:
+		t.Status, t.Reason = NotMeasured, variant+" did not come up"
+	case t.Ratio == nil:
+		t.Status, t.Reason = NotMeasured, "no repetition measured both "+variant+" and "+v.Reference
+	case *t.Ratio > TargetCPURatio:
 		t.Status = Missed
 	default:
 		t.Status = Met

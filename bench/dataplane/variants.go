@@ -61,6 +61,10 @@ type Profile struct {
 	// Underlay is what the ends of the links between routers are set
 	// to; nil leaves veth's defaults.
 	Underlay *Offloads `json:"underlay,omitempty"`
+	// XDP: the lisp variants' xTRs decapsulate in XDP on their RLOC
+	// interfaces (dataplane.xdp-interfaces), as lispd is configured
+	// for an underlay of MTU-sized frames.
+	XDP bool `json:"lispd_xdp"`
 }
 
 // Profiles are the offload profiles (docs/kernel.md, "eBPF LISP
@@ -70,10 +74,11 @@ type Profile struct {
 var Profiles = []Profile{
 	{Name: "gso",
 		Description: "veth defaults on every link (TSO and GSO on, GRO off): 64 KB super-packets cross the whole chain"},
-	{Name: "wire", Underlay: &Offloads{TSO: false, GSO: false, GRO: true},
+	{Name: "wire", Underlay: &Offloads{TSO: false, GSO: false, GRO: true}, XDP: true,
 		Description: "NIC-like underlay: on both ends of every router-to-router link TSO (all variants) and GSO off, " +
 			"so that a router segments what it sends there into MTU-sized frames, and GRO on (veth NAPI), " +
-			"so that the receiving router aggregates them where the kernel has a GRO handler (TCP, VXLAN; not UDP 4341)"},
+			"so that the receiving router aggregates them where the kernel has a GRO handler (TCP, VXLAN; not UDP 4341); " +
+			"lispd's xTRs decapsulate in XDP ahead of GRO (xdp-interfaces), so that the inner TCP is aggregated too"},
 }
 
 // ProfileNames are the names of Profiles.

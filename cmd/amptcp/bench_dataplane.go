@@ -59,6 +59,7 @@ func runBenchDataplane(args []string, stdout, stderr io.Writer) int {
 	flags.Var((*intsFlag)(&opts.Streams), "streams", "numbers of parallel TCP `streams`, comma-separated (default 1,4)")
 	flags.DurationVar(&opts.Duration, "duration", dataplane.DefaultDuration, "length `D` of each iperf3 run, whole seconds")
 	flags.IntVar(&opts.Repetitions, "repetitions", dataplane.DefaultRepetitions, "`N` repetitions of every run, interleaved across variants")
+	flags.Float64Var(&opts.Rate, "rate", 0, "cap what iperf3 sends at `R` Gbit/s over all streams, to compare CPU per Gbit/s (default: no cap)")
 	flags.StringVar(&opts.Congestion, "congestion", dataplane.DefaultCongestion, "TCP congestion control `CC`")
 	flags.DurationVar(&opts.SetupTimeout, "setup-timeout", dataplane.DefaultSetupTimeout, "give each variant `D` to come up")
 	flags.StringVar(&opts.Lispd, "lispd", "", "the lispd binary `PATH` (default: next to amptcp, else in $PATH)")

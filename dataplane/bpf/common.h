@@ -53,6 +53,7 @@ volatile const __u8 cfg_miss_native = 0;	  /* miss: native-forward */
 volatile const __u8 cfg_clamp_mss = 1;
 volatile const __u8 cfg_rtr = 0;		  /* the rtr role runs */
 volatile const __u8 cfg_direct_access = 1;	  /* 0: tests take load's bpf_skb_load_bytes path */
+volatile const __u8 cfg_xdp = 0;		  /* underlay_xdp runs on some RLOC interface */
 volatile const __u64 cfg_miss_interval_ns = 1000000000;
 
 /* The map-cache: longest-prefix match on (instance ID, EID). The prefix
@@ -221,6 +222,7 @@ enum counter {
 	C_SUBFLOW_FIN,
 	C_SUBFLOW_TOKENS,
 	C_ITR_TTL_EXPIRED,   /* inner TTL 1: left to the kernel, which answers Time Exceeded */
+	C_ETR_XDP,	     /* of C_ETR_DECAP: decapsulated in XDP */
 	C_COUNTERS,
 };
 

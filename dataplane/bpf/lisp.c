@@ -573,11 +573,16 @@ __noinline int decapsulate(struct __sk_buff *skb, const struct pkt *outer, const
 	return TC_ACT_OK;
 }
 
+/* Defined after what it uses. */
+static __always_inline int xdp_decapsulated(struct __sk_buff *skb, __u8 family);
+
 SEC("tc")
 int underlay(struct __sk_buff *skb)
 {
 	struct pkt outer = {};
 	__u8 family = family_of(skb->protocol);
+	if (cfg_xdp && family && xdp_decapsulated(skb, family))
+		return TC_ACT_OK;
 	if (!family || parse_ip(skb, ETH_HLEN, family, &outer))
 		return TC_ACT_OK;
 	if (outer.proto != IPPROTO_UDP || outer.dport != bpf_htons(LISP_DATA_PORT))
@@ -622,20 +627,15 @@ int underlay(struct __sk_buff *skb)
 			count(C_RTR_MISS);
 			return TC_ACT_SHOT;
 		}
-		if (e->action == ACT_ENCAP) {
-			int i = elp_of(e, pid, &outer.src);
-			if (i >= 0 && i < MAX_PATHS) {
-				const struct path *pa = &e->paths[path_slot(i)];
-				if (pa->self + 1 < pa->n_hops) {
-					if (pa->family != family) {
-						count(C_RTR_FAMILY_CHANGE);
-						return TC_ACT_SHOT;
-					}
-					struct onward h = {.next = pa->next, .pid = pid ? pid - 1 : i,
-							   .len = outer.len, .inner_ttl = in.ttl};
-					return reencapsulate(skb, family, &h);
-				}
+		int i = onward(e, pid, &outer.src, 0);
+		if (i >= 0 && i < MAX_PATHS) {
+			const struct path *pa = &e->paths[path_slot(i)];
+			if (pa->family != family) {
+				count(C_RTR_FAMILY_CHANGE);
+				return TC_ACT_SHOT;
 			}
+			struct onward h = {.next = pa->next, .pid = pid ? pid - 1 : i, .len = outer.len, .inner_ttl = in.ttl};
+			return reencapsulate(skb, family, &h);
 		}
 	}
 	if (tracks_subflow(&in)) {
@@ -645,4 +645,24 @@ int underlay(struct __sk_buff *skb)
 			learn_tokens(&o);
 	}
 	return decapsulate(skb, &outer, &in, overhead);
+}
+
+#include "xdp.h"
+
+/* xdp_decapsulated follows the MPTCP handshakes of what underlay_xdp
+ * decapsulated, as decapsulation in tc does, once GRO has aggregated it;
+ * it returns 0 for every other packet. */
+static __always_inline int xdp_decapsulated(struct __sk_buff *skb, __u8 family)
+{
+	struct xdp_note *note = xdp_note_of(skb);
+	if (!note)
+		return 0;
+	struct pkt in = {};
+	if (parse_ip(skb, ETH_HLEN, family, &in) == 0 && tracks_subflow(&in)) {
+		struct tcpopts o = {};
+		etr_subflow(skb, &in, note->iid, &o);
+		if (o.learn)
+			learn_tokens(&o);
+	}
+	return 1;
 }
