@@ -29,10 +29,10 @@ type path struct {
 	procs               []*process // lispds, then the iperf3 server
 	// xtrs are the lisp variants' xTRs; xdp says whether they
 	// decapsulate in XDP now (a profile's choice).
-	xtrs []*xtrRun
-	xdp  bool
-	iperfServer         *process
-	devices             []device // other than veths: VXLAN
+	xtrs        []*xtrRun
+	xdp         bool
+	iperfServer *process
+	devices     []device // other than veths: VXLAN
 }
 
 // device is an interface the bench created in a node, removed by name.

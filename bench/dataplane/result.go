@@ -17,7 +17,7 @@ const (
 // Result is what `amptcp bench dataplane` measured; its JSON is the
 // --json output.
 type Result struct {
-	Seconds     float64         `json:"duration_seconds"` // of each iperf3 run
+	Seconds     float64         `json:"duration_seconds"`    // of each iperf3 run
 	Rate        float64         `json:"rate_gbps,omitempty"` // iperf3's cap, over all streams; 0: none
 	Repetitions int             `json:"repetitions"`
 	Streams     []int           `json:"streams"`
@@ -121,13 +121,13 @@ type Summary struct {
 
 // Target is one performance target in one profile and stream count.
 type Target struct {
-	Name    string   `json:"name"` // "ITR/ETR", "RTR"; "CPU" for CPU per Gbit/s
-	Profile string   `json:"profile"`
-	Streams int      `json:"streams"`
-	Variant string   `json:"variant"`
-	Want    string   `json:"want"`
-	Status  string   `json:"status"` // MET, MISSED, NOT MEASURED
-	Reason  string   `json:"reason,omitempty"`
+	Name    string `json:"name"` // "ITR/ETR", "RTR"; "CPU" for CPU per Gbit/s
+	Profile string `json:"profile"`
+	Streams int    `json:"streams"`
+	Variant string `json:"variant"`
+	Want    string `json:"want"`
+	Status  string `json:"status"` // MET, MISSED, NOT MEASURED
+	Reason  string `json:"reason,omitempty"`
 	// Ratio is of the goodputs, or of the CPU per Gbit/s for "CPU".
 	Ratio   *float64 `json:"ratio_to_reference,omitempty"`
 	VsVXLAN *float64 `json:"ratio_to_vxlan,omitempty"` // ITR/ETR only
