@@ -53,6 +53,8 @@ type Dataplane struct {
 	stored    []StoredEntry     // the map-cache entries found at start
 
 	misses   chan Miss
+	hold     *holdDevice // nil unless miss: hold
+	held     chan Held
 	reader   *ringbuf.Reader
 	stop     chan struct{}
 	wg       sync.WaitGroup
@@ -104,9 +106,15 @@ func New(cfg *config.Dataplane, opts Options) (*Dataplane, error) {
 	if err := setGateways(egress, cfg.RLOCInterfaces, cfg.RLOCGateways); err != nil {
 		return nil, err
 	}
-	d := &Dataplane{cfg: cfg, log: opts.Log, misses: make(chan Miss, 1024), stop: make(chan struct{})}
+	d := &Dataplane{cfg: cfg, log: opts.Log, misses: make(chan Miss, 1024), held: make(chan Held, heldQueue), stop: make(chan struct{})}
+	if cfg.Miss == "hold" && len(eids) > 0 {
+		if d.hold, err = openHoldDevice(cfg.InstanceID); err != nil {
+			return nil, err
+		}
+	}
 	prev, err := d.openPins(cfg.PinPath)
 	if err != nil {
+		d.hold.close()
 		return nil, err
 	}
 	defer prev.close()
@@ -121,6 +129,9 @@ func New(cfg *config.Dataplane, opts Options) (*Dataplane, error) {
 	if err := d.setRLOCs(rlocs, egress); err != nil {
 		d.abort()
 		return nil, err
+	}
+	if d.hold != nil {
+		eids = append(eids, &net.Interface{Index: d.hold.ifindex, Name: d.hold.name})
 	}
 	for _, ifc := range eids {
 		if err := d.attach(ifc, d.objs.Itr, prev); err != nil {
@@ -153,6 +164,13 @@ func New(cfg *config.Dataplane, opts Options) (*Dataplane, error) {
 		return nil, fmt.Errorf("dataplane: read misses: %w", err)
 	}
 	d.wg.Go(d.readMisses)
+	if d.hold != nil {
+		d.wg.Go(func() {
+			if err := d.hold.read(d.held); err != nil {
+				d.log.Warn("read held packets", "error", err)
+			}
+		})
+	}
 	d.wg.Go(func() { d.sweepEvery(cfg.SubflowIdleTimeout.Duration) })
 	d.log.Info("data plane attached", "eid_interfaces", cfg.EIDInterfaces, "rloc_interfaces", cfg.RLOCInterfaces,
 		"rlocs", d.rlocs, "complete_checksums", cfg.CompleteChecksums, "xdp_interfaces", cfg.XDPInterfaces)
@@ -195,9 +213,13 @@ func (d *Dataplane) load(cfg *config.Dataplane, opts Options, rlocs []localRLOC,
 		"cfg_rtr":              flag(opts.RTR),
 		"cfg_direct_access":    flag(!opts.loadBytesOnly),
 		"cfg_xdp":              flag(len(cfg.XDPInterfaces) > 0),
+		"cfg_hold_ifindex":     uint32(0),
 		"cfg_miss_interval_ns": uint64(miss),
 		"cfg_n_rlocs":          uint32(len(rlocs)),
 		"cfg_n_egress":         uint32(len(egress)),
+	}
+	if d.hold != nil {
+		settings["cfg_hold_ifindex"] = uint32(d.hold.ifindex)
 	}
 	var first [fastRLOCs]lispRlocKey
 	for i, r := range rlocs[:min(len(rlocs), fastRLOCs)] {
@@ -382,6 +404,26 @@ func (d *Dataplane) Delete(k Key) error {
 // EID per MissInterval. It is closed by Close.
 func (d *Dataplane) Misses() <-chan Miss { return d.misses }
 
+// heldQueue is how many held packets wait for the control plane to take
+// them: more are dropped (and sent again by their hosts).
+const heldQueue = 1024
+
+// Held delivers, with miss: hold, the packets the ITR had no entry for,
+// for the control plane to hold until it has resolved their mapping and
+// release them. It is closed by Close.
+func (d *Dataplane) Held() <-chan Held { return d.held }
+
+// Release sends held packets on, in order, each as the entry for its
+// EID says: the control plane installs the entry first. With the entry
+// of action Hold, which keeps the site's new packets to the EID held
+// meanwhile, the released ones take its paths before them.
+func (d *Dataplane) Release(pkts []Held) error {
+	if d.hold == nil {
+		return errors.New("dataplane: no hold device (miss is not hold)")
+	}
+	return d.hold.release(pkts)
+}
+
 // LocalRLOCs are the addresses of the RLOC interfaces.
 func (d *Dataplane) LocalRLOCs() []netip.Addr { return slices.Clone(d.rlocs) }
 
@@ -434,14 +476,17 @@ func (d *Dataplane) Keep() error {
 	return err
 }
 
-// stopLoops stops reading misses and sweeping subflows.
+// stopLoops stops reading misses and held packets and sweeping
+// subflows; the hold device goes, with what it held.
 func (d *Dataplane) stopLoops() {
 	close(d.stop)
 	if d.reader != nil {
 		d.reader.Close()
 	}
+	d.hold.close()
 	d.wg.Wait()
 	close(d.misses)
+	close(d.held)
 }
 
 // readMisses passes the ring buffer's misses on, dropping them when the

@@ -188,6 +188,7 @@ const (
 	lispVarCfgClampMss       = "cfg_clamp_mss"
 	lispVarCfgDirectAccess   = "cfg_direct_access"
 	lispVarCfgEgress         = "cfg_egress"
+	lispVarCfgHoldIfindex    = "cfg_hold_ifindex"
 	lispVarCfgIid            = "cfg_iid"
 	lispVarCfgMissIntervalNs = "cfg_miss_interval_ns"
 	lispVarCfgMissNative     = "cfg_miss_native"
@@ -276,6 +277,7 @@ type lispVariableSpecs struct {
 	CfgClampMss       *ebpf.VariableSpec `ebpf:"cfg_clamp_mss"`
 	CfgDirectAccess   *ebpf.VariableSpec `ebpf:"cfg_direct_access"`
 	CfgEgress         *ebpf.VariableSpec `ebpf:"cfg_egress"`
+	CfgHoldIfindex    *ebpf.VariableSpec `ebpf:"cfg_hold_ifindex"`
 	CfgIid            *ebpf.VariableSpec `ebpf:"cfg_iid"`
 	CfgMissIntervalNs *ebpf.VariableSpec `ebpf:"cfg_miss_interval_ns"`
 	CfgMissNative     *ebpf.VariableSpec `ebpf:"cfg_miss_native"`
@@ -351,6 +353,7 @@ type lispVariables struct {
 	CfgClampMss       *ebpf.Variable `ebpf:"cfg_clamp_mss"`
 	CfgDirectAccess   *ebpf.Variable `ebpf:"cfg_direct_access"`
 	CfgEgress         *ebpf.Variable `ebpf:"cfg_egress"`
+	CfgHoldIfindex    *ebpf.Variable `ebpf:"cfg_hold_ifindex"`
 	CfgIid            *ebpf.Variable `ebpf:"cfg_iid"`
 	CfgMissIntervalNs *ebpf.Variable `ebpf:"cfg_miss_interval_ns"`
 	CfgMissNative     *ebpf.Variable `ebpf:"cfg_miss_native"`

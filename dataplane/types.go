@@ -36,9 +36,13 @@ const (
 	// SendMapRequest drops packets and reports a miss (rate-limited), as
 	// when there is no entry at all.
 	SendMapRequest
+	// Hold hands the site's packets to the control plane (Held), behind
+	// those it holds, while it releases these: what it releases takes
+	// the entry's paths, or is forwarded natively when it has none.
+	Hold
 )
 
-var actionNames = [...]string{"encapsulate", "natively-forward", "drop", "send-map-request"}
+var actionNames = [...]string{"encapsulate", "natively-forward", "drop", "send-map-request", "hold"}
 
 func (a Action) String() string {
 	if int(a) < len(actionNames) {

@@ -398,6 +398,15 @@ static __always_inline int link_scoped(const struct pkt *p)
 	return first == 0xff || (first == 0xfe && (second & 0xc0) == 0x80);
 }
 
+/* hold hands a packet to lispd, which holds it until its mapping is
+ * resolved and releases it through the hold device, whose ingress runs
+ * the ITR again (miss: hold). */
+static __always_inline int hold(void)
+{
+	count(C_ITR_HELD);
+	return bpf_redirect(cfg_hold_ifindex, 0);
+}
+
 SEC("tc")
 int itr(struct __sk_buff *skb)
 {
@@ -412,17 +421,30 @@ int itr(struct __sk_buff *skb)
 		return TC_ACT_OK;
 	}
 
+	/* What lispd releases from the hold device is never held again. */
+	int released = cfg_hold_ifindex && skb->ifindex == cfg_hold_ifindex;
 	struct mc_entry *e = lookup(cfg_iid, &p);
 	if (!e) {
-		report_miss(cfg_iid, &p);
-		if (cfg_miss_native) {
+		if (!released)
+			report_miss(cfg_iid, &p);
+		if (cfg_miss_native && !released) {
 			count(C_ITR_MISS_NATIVE);
 			return TC_ACT_OK;
 		}
+		if (cfg_hold_ifindex && !released)
+			return hold();
 		count(C_ITR_MISS_DROP);
 		return TC_ACT_SHOT;
 	}
-	switch (e->action) {
+	__u8 action = e->action;
+	if (action == ACT_HOLD) {
+		if (!released)
+			return hold();
+		action = e->n_paths ? ACT_ENCAP : ACT_NATIVE;
+	}
+	if (released)
+		count(C_ITR_RELEASED);
+	switch (action) {
 	case ACT_ENCAP:
 		break;
 	case ACT_NATIVE:
