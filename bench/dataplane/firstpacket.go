@@ -159,7 +159,7 @@ type FirstPacketResult struct {
 	// Target says whether the median cold connection took at most
 	// FirstPacketTarget above the medians of the map-resolver's and the
 	// path's round trips, without a SYN retransmitted: MET or MISSED.
-	Target      string `json:"target"`
+	Target      string  `json:"target"`
 	TargetLimit float64 `json:"target_limit_ms"` // resolver + warm medians + FirstPacketTarget
 	// Counters are r1's lispd's: its held packets.
 	Counters    map[string]uint64 `json:"held_packets,omitempty"`
