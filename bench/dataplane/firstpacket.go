@@ -154,8 +154,12 @@ type FirstPacketResult struct {
 	// Cold, Warm, Resolver and Over summarize the trials that measured
 	// everything; Retransmitted counts the cold connections that
 	// retransmitted their SYN, Failed the trials that failed.
-	Cold, Warm, Resolver, Over Quantiles
-	Retransmitted, Failed      int
+	Cold          Quantiles `json:"cold"`
+	Warm          Quantiles `json:"warm"`
+	Resolver      Quantiles `json:"map_request"`
+	Over          Quantiles `json:"over"`
+	Retransmitted int       `json:"retransmitted"`
+	Failed        int       `json:"failed"`
 	// Target says whether the median cold connection took at most
 	// FirstPacketTarget above the medians of the map-resolver's and the
 	// path's round trips, without a SYN retransmitted: MET or MISSED.
