@@ -73,6 +73,10 @@ type Options struct {
 	// the forwarding (veth runs it in the sender's context) and a pinned
 	// client cannot move away from another process.
 	Pin bool
+	// BPFStats turns the kernel's BPF run-time statistics on and reports
+	// what lispd's programs took per run, on each router: what the
+	// paths' costs come from. They add a little to each run.
+	BPFStats bool
 	// Keep keeps the temporary directory with lispd's configurations,
 	// every program's log and iperf3's JSON output.
 	Keep bool

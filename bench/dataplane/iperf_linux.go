@@ -133,6 +133,12 @@ func (r *run) iperf(ctx context.Context, p *path, res *Measurement) error {
 	for _, pr := range p.procs {
 		own = append(own, pr.pid())
 	}
+	var progsBefore programRuns
+	if o.BPFStats {
+		if progsBefore, err = p.bpfRuns(); err != nil {
+			return err
+		}
+	}
 	ownBefore := ticksOf(own)
 	statBefore, err := readCPUStat()
 	if err != nil {
@@ -155,6 +161,13 @@ func (r *run) iperf(ctx context.Context, p *path, res *Measurement) error {
 		return err
 	}
 	ownTicks := ticksOf(own) - ownBefore
+	if o.BPFStats {
+		progsAfter, err := p.bpfRuns()
+		if err != nil {
+			return err
+		}
+		res.Programs = progsAfter.since(progsBefore)
+	}
 	srvAfter, err := p.server.counters(p.serverLink.iface(p.server))
 	if err != nil {
 		return err

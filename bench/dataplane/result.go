@@ -71,6 +71,9 @@ type Measurement struct {
 	CPUPerGbps    float64 `json:"cpu_per_gbps"`
 	OwnCPUPerGbps float64 `json:"own_cpu_per_gbps"`
 	WallSeconds   float64 `json:"wall_seconds"`
+	// Programs are lispd's programs' runs during the run, by router
+	// (Options.BPFStats).
+	Programs []ProgramRuns `json:"programs,omitempty"`
 }
 
 // CPUUse is CPU time spent during a run, in seconds, summed over CPUs.
@@ -117,6 +120,9 @@ type Summary struct {
 	// same repetition (nil when no repetition measured both).
 	Reference string   `json:"reference,omitempty"`
 	Ratio     *float64 `json:"ratio_to_reference,omitempty"`
+	// Programs are the medians of the runs' Programs, by router and
+	// program.
+	Programs []ProgramRuns `json:"programs,omitempty"`
 }
 
 // Target is one performance target in one profile and stream count.
@@ -256,7 +262,34 @@ func summary(k key, runs []Measurement) Summary {
 	s.Mpps, s.BytesPerPacket = median(mpps), median(bpp)
 	s.UnderlayMpps, s.UnderlayBytesPerPacket = median(umpps), median(ubpp)
 	s.CPUPerGbps, s.OwnCPUPerGbps, s.Retransmits = median(cpu), median(own), median(retr)
+	s.Programs = programMedians(runs)
 	return s
+}
+
+// programMedians are the medians over runs of each program's runs and
+// time per run.
+func programMedians(runs []Measurement) []ProgramRuns {
+	var order []string
+	by := map[string][]ProgramRuns{}
+	for _, run := range runs {
+		for _, p := range run.Programs {
+			k := p.Router + " " + p.Program
+			if by[k] == nil {
+				order = append(order, k)
+			}
+			by[k] = append(by[k], p)
+		}
+	}
+	var out []ProgramRuns
+	for _, k := range order {
+		ps := by[k]
+		var n, ns []float64
+		for _, p := range ps {
+			n, ns = append(n, float64(p.Runs)), append(ns, p.NsPerRun)
+		}
+		out = append(out, ProgramRuns{Router: ps[0].Router, Program: ps[0].Program, Runs: uint64(median(n)), NsPerRun: median(ns)})
+	}
+	return out
 }
 
 // pairedRatio is the median over repetitions of runs' goodput over the

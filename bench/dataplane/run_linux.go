@@ -46,6 +46,13 @@ func Run(ctx context.Context, opts Options) (res *Result, err error) {
 		r.pin = cpus()
 	}
 	r.softirqd = softirqThreads()
+	if opts.BPFStats {
+		stats, err := enableBPFStats()
+		if err != nil {
+			return nil, err
+		}
+		defer stats.Close()
+	}
 	if opts.Keep {
 		r.progress("keeping configurations, logs and iperf3's output in %s", dir)
 	} else {

@@ -65,6 +65,7 @@ func runBenchDataplane(args []string, stdout, stderr io.Writer) int {
 	flags.StringVar(&opts.Lispd, "lispd", "", "the lispd binary `PATH` (default: next to amptcp, else in $PATH)")
 	flags.StringVar(&opts.Iperf3, "iperf3", "", "the iperf3 binary `PATH` (default: in $PATH)")
 	flags.BoolVar(&opts.Pin, "pin", false, "pin iperf3's client and server to two CPUs (default: where the scheduler puts them)")
+	flags.BoolVar(&opts.BPFStats, "bpf-stats", false, "report what lispd's programs take per run on each router (the kernel's BPF run-time statistics, which add a little to each run)")
 	flags.BoolVar(&opts.Keep, "keep", false, "keep the temporary directory with lispd's configurations, the logs and iperf3's JSON")
 	flags.Usage = func() {
 		fmt.Fprint(stderr, "usage: amptcp bench dataplane [flags]\n\n"+dataplaneUsage+"\n")
