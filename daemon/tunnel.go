@@ -107,7 +107,7 @@ func (d *Daemon) newTunnel(cfg *config.Config, newDP DataplaneFunc) (*tunnel, er
 		return nil, err
 	}
 	cacheOpts := mapcache.Options{Forwarder: dp, Sender: send, LocalRLOCs: rlocs, Port: d.port(), Log: d.log}
-	if cfg.Dataplane.Miss == "hold" && cfg.Has(config.RoleXTR) {
+	if cfg.Dataplane.Miss == "hold" {
 		cacheOpts.Release = dp.Release
 	}
 	if iv := cfg.MapCache.ProbeInterval.Duration; iv > 0 {

@@ -53,7 +53,8 @@ type Dataplane struct {
 	stored    []StoredEntry     // the map-cache entries found at start
 
 	misses   chan Miss
-	hold     *holdDevice // nil unless miss: hold
+	hold     *holdDevice // the ITR's, nil unless miss: hold
+	holdRTR  *holdDevice // the RTR's
 	held     chan Held
 	reader   *ringbuf.Reader
 	stop     chan struct{}
@@ -108,13 +109,20 @@ func New(cfg *config.Dataplane, opts Options) (*Dataplane, error) {
 	}
 	d := &Dataplane{cfg: cfg, log: opts.Log, misses: make(chan Miss, 1024), held: make(chan Held, heldQueue), stop: make(chan struct{})}
 	if cfg.Miss == "hold" && len(eids) > 0 {
-		if d.hold, err = openHoldDevice(cfg.InstanceID); err != nil {
+		if d.hold, err = openHoldDevice(cfg.InstanceID, false); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.Miss == "hold" && opts.RTR {
+		if d.holdRTR, err = openHoldDevice(0, true); err != nil {
+			d.hold.close()
 			return nil, err
 		}
 	}
 	prev, err := d.openPins(cfg.PinPath)
 	if err != nil {
 		d.hold.close()
+		d.holdRTR.close()
 		return nil, err
 	}
 	defer prev.close()
@@ -138,6 +146,9 @@ func New(cfg *config.Dataplane, opts Options) (*Dataplane, error) {
 			d.abort()
 			return nil, err
 		}
+	}
+	if d.holdRTR != nil {
+		underlay = append(underlay, &net.Interface{Index: d.holdRTR.ifindex, Name: d.holdRTR.name})
 	}
 	for _, ifc := range underlay {
 		if err := d.attach(ifc, d.objs.Underlay, prev); err != nil {
@@ -164,12 +175,14 @@ func New(cfg *config.Dataplane, opts Options) (*Dataplane, error) {
 		return nil, fmt.Errorf("dataplane: read misses: %w", err)
 	}
 	d.wg.Go(d.readMisses)
-	if d.hold != nil {
-		d.wg.Go(func() {
-			if err := d.hold.read(d.held); err != nil {
-				d.log.Warn("read held packets", "error", err)
-			}
-		})
+	for _, h := range []*holdDevice{d.hold, d.holdRTR} {
+		if h != nil {
+			d.wg.Go(func() {
+				if err := h.read(d.held); err != nil {
+					d.log.Warn("read held packets", "device", h.name, "error", err)
+				}
+			})
+		}
 	}
 	d.wg.Go(func() { d.sweepEvery(cfg.SubflowIdleTimeout.Duration) })
 	d.log.Info("data plane attached", "eid_interfaces", cfg.EIDInterfaces, "rloc_interfaces", cfg.RLOCInterfaces,
@@ -214,12 +227,16 @@ func (d *Dataplane) load(cfg *config.Dataplane, opts Options, rlocs []localRLOC,
 		"cfg_direct_access":    flag(!opts.loadBytesOnly),
 		"cfg_xdp":              flag(len(cfg.XDPInterfaces) > 0),
 		"cfg_hold_ifindex":     uint32(0),
+		"cfg_hold_rtr_ifindex": uint32(0),
 		"cfg_miss_interval_ns": uint64(miss),
 		"cfg_n_rlocs":          uint32(len(rlocs)),
 		"cfg_n_egress":         uint32(len(egress)),
 	}
 	if d.hold != nil {
 		settings["cfg_hold_ifindex"] = uint32(d.hold.ifindex)
+	}
+	if d.holdRTR != nil {
+		settings["cfg_hold_rtr_ifindex"] = uint32(d.holdRTR.ifindex)
 	}
 	var first [fastRLOCs]lispRlocKey
 	for i, r := range rlocs[:min(len(rlocs), fastRLOCs)] {
@@ -408,21 +425,16 @@ func (d *Dataplane) Misses() <-chan Miss { return d.misses }
 // them: more are dropped (and sent again by their hosts).
 const heldQueue = 1024
 
-// Held delivers, with miss: hold, the packets the ITR had no entry for,
-// for the control plane to hold until it has resolved their mapping and
-// release them. It is closed by Close.
+// Held delivers, with miss: hold, the packets the ITR (and the RTR) had
+// no entry for, for the control plane to hold until it has resolved
+// their mapping and release them. It is closed by Close.
 func (d *Dataplane) Held() <-chan Held { return d.held }
 
 // Release sends held packets on, in order, each as the entry for its
 // EID says: the control plane installs the entry first. With the entry
-// of action Hold, which keeps the site's new packets to the EID held
-// meanwhile, the released ones take its paths before them.
-func (d *Dataplane) Release(pkts []Held) error {
-	if d.hold == nil {
-		return errors.New("dataplane: no hold device (miss is not hold)")
-	}
-	return d.hold.release(pkts)
-}
+// of action Hold, which keeps new packets to the EID held meanwhile, the
+// released ones take its paths before them.
+func (d *Dataplane) Release(pkts []Held) error { return release(pkts) }
 
 // LocalRLOCs are the addresses of the RLOC interfaces.
 func (d *Dataplane) LocalRLOCs() []netip.Addr { return slices.Clone(d.rlocs) }
@@ -484,6 +496,7 @@ func (d *Dataplane) stopLoops() {
 		d.reader.Close()
 	}
 	d.hold.close()
+	d.holdRTR.close()
 	d.wg.Wait()
 	close(d.misses)
 	close(d.held)

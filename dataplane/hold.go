@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -14,11 +15,14 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The hold device. With miss: hold, the ITR hands the packets it has no
+// The hold devices. With miss: hold, the ITR hands the packets it has no
 // mapping for to lispd through a TAP device of lispd's own, lisphold<N>:
 // what the ITR redirects to the device, lispd reads and holds while it
 // resolves the mapping; what lispd writes to it enters the router as if
 // received there, where the ITR runs again, on the entry lispd installed.
+// An RTR does the same with the encapsulated packets it has no mapping
+// for, through a device of its own whose ingress runs the underlay
+// program.
 // The device offers the offloads (a virtio-net header on each frame), so
 // that GSO super-packets and unfinished checksums cross it as they are,
 // both ways: nothing is segmented or checksummed twice, and a packet
@@ -30,10 +34,11 @@ import (
 type Held struct {
 	InstanceID uint32
 	EID        netip.Addr
-	frame      []byte // the virtio-net header and the Ethernet frame
+	frame      []byte      // the virtio-net header and the Ethernet frame
+	dev        *holdDevice // where it came from and goes back
 }
 
-// Len is the packet's length from its IP header on.
+// Len is the packet's length from its (outer) IP header on.
 func (h Held) Len() int { return max(0, len(h.frame)-vnetHdrLen-ethHdrLen) }
 
 // HeldFrame makes a Held of a frame as the hold device gives it, for
@@ -54,13 +59,14 @@ const (
 	holdMTU = 65535 - ethHdrLen
 )
 
-// holdDevice is the hold device, open.
+// holdDevice is a hold device, open.
 type holdDevice struct {
 	f       *os.File
 	name    string
 	ifindex int
 	mac     net.HardwareAddr
-	iid     uint32
+	iid     uint32        // of the ITR's packets
+	rtr     bool          // the RTR's: its packets are encapsulated
 	lost    atomic.Uint64 // held packets dropped: lispd lagged
 }
 
@@ -71,12 +77,12 @@ type holdDevice struct {
 // filtering off (what lispd releases comes from the site's addresses),
 // and no IPv6 link-local address (it is no link anyone is on). The
 // device lives as long as its descriptor.
-func openHoldDevice(iid uint32) (*holdDevice, error) {
+func openHoldDevice(iid uint32, rtr bool) (*holdDevice, error) {
 	fd, err := unix.Open("/dev/net/tun", unix.O_RDWR|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("dataplane: hold device: open /dev/net/tun: %w", err)
 	}
-	h := &holdDevice{iid: iid}
+	h := &holdDevice{iid: iid, rtr: rtr}
 	if err := h.setUp(fd); err != nil {
 		unix.Close(fd)
 		return nil, fmt.Errorf("dataplane: hold device: %w", err)
@@ -144,29 +150,30 @@ func (h *holdDevice) read(out chan<- Held) error {
 			return err
 		}
 		frame := buf[vnetHdrLen:n]
-		if len(frame) >= ethHdrLen && net.HardwareAddr(frame[6:12]).String() == h.mac.String() {
-			continue // the device's own, not the ITR's
+		if len(frame) < ethHdrLen || bytes.Equal(frame[6:12], h.mac) {
+			continue // the device's own, not the programs'
 		}
-		eid, ok := destination(frame)
+		iid, eid, ok := h.iid, netip.Addr{}, false
+		if h.rtr {
+			iid, eid, ok = innerDestination(frame[ethHdrLen:], binary.BigEndian.Uint16(frame[12:]))
+		} else {
+			eid, ok = destination(frame[ethHdrLen:], binary.BigEndian.Uint16(frame[12:]))
+		}
 		if !ok {
 			continue
 		}
 		select {
-		case out <- Held{InstanceID: h.iid, EID: eid, frame: append([]byte(nil), buf[:n]...)}:
+		case out <- Held{InstanceID: iid, EID: eid, frame: append([]byte(nil), buf[:n]...), dev: h}:
 		default:
 			h.lost.Add(1)
 		}
 	}
 }
 
-// destination is the destination address of the IP packet in an
-// Ethernet frame.
-func destination(frame []byte) (netip.Addr, bool) {
-	if len(frame) < ethHdrLen {
-		return netip.Addr{}, false
-	}
-	ip := frame[ethHdrLen:]
-	switch binary.BigEndian.Uint16(frame[12:]) {
+// destination is the destination address of an IP packet of the
+// Ethernet type typ.
+func destination(ip []byte, typ uint16) (netip.Addr, bool) {
+	switch typ {
 	case unix.ETH_P_IP:
 		if len(ip) >= 20 {
 			return netip.AddrFrom4([4]byte(ip[16:20])), true
@@ -179,19 +186,52 @@ func destination(frame []byte) (netip.Addr, bool) {
 	return netip.Addr{}, false
 }
 
-// release writes packets back, in order: each enters the router through
-// the device, whose ITR forwards it before the write returns (a TAP
-// device receives in the writer's context). The Ethernet destination
-// becomes the device's address, so that the kernel takes what the ITR
-// leaves to it.
-func (h *holdDevice) release(pkts []Held) error {
+// innerDestination is the instance ID and the inner destination of a
+// LISP packet (the RTR programs hand over only those).
+func innerDestination(ip []byte, typ uint16) (uint32, netip.Addr, bool) {
+	var n int
+	switch {
+	case typ == unix.ETH_P_IP && len(ip) >= 20:
+		n = int(ip[0]&0x0f) * 4
+	case typ == unix.ETH_P_IPV6:
+		n = 40
+	}
+	if n == 0 || len(ip) < n+8+lispHdrLen+1 {
+		return 0, netip.Addr{}, false
+	}
+	lisp := ip[n+8:]
+	var iid uint32
+	if lisp[0]&lispI != 0 {
+		iid = binary.BigEndian.Uint32(lisp[4:]) >> 8
+	}
+	inner := lisp[lispHdrLen:]
+	typ = unix.ETH_P_IP
+	if inner[0]>>4 == 6 {
+		typ = unix.ETH_P_IPV6
+	}
+	eid, ok := destination(inner, typ)
+	return iid, eid, ok
+}
+
+// The LISP header's length, and its I bit.
+const (
+	lispHdrLen = 8
+	lispI      = 0x08
+)
+
+// release writes packets back, in order, each to the device it came
+// from: it enters the router there, and the program on the device's
+// ingress forwards it before the write returns (a TAP device receives in
+// the writer's context). The Ethernet destination becomes the device's
+// address, so that the kernel takes what the programs leave to it.
+func release(pkts []Held) error {
 	var errs []error
 	for _, p := range pkts {
-		if len(p.frame) < vnetHdrLen+ethHdrLen {
+		if p.dev == nil || len(p.frame) < vnetHdrLen+ethHdrLen {
 			continue
 		}
-		copy(p.frame[vnetHdrLen:], h.mac)
-		if _, err := h.f.Write(p.frame); err != nil {
+		copy(p.frame[vnetHdrLen:], p.dev.mac)
+		if _, err := p.dev.f.Write(p.frame); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -189,6 +189,7 @@ const (
 	lispVarCfgDirectAccess   = "cfg_direct_access"
 	lispVarCfgEgress         = "cfg_egress"
 	lispVarCfgHoldIfindex    = "cfg_hold_ifindex"
+	lispVarCfgHoldRtrIfindex = "cfg_hold_rtr_ifindex"
 	lispVarCfgIid            = "cfg_iid"
 	lispVarCfgMissIntervalNs = "cfg_miss_interval_ns"
 	lispVarCfgMissNative     = "cfg_miss_native"
@@ -278,6 +279,7 @@ type lispVariableSpecs struct {
 	CfgDirectAccess   *ebpf.VariableSpec `ebpf:"cfg_direct_access"`
 	CfgEgress         *ebpf.VariableSpec `ebpf:"cfg_egress"`
 	CfgHoldIfindex    *ebpf.VariableSpec `ebpf:"cfg_hold_ifindex"`
+	CfgHoldRtrIfindex *ebpf.VariableSpec `ebpf:"cfg_hold_rtr_ifindex"`
 	CfgIid            *ebpf.VariableSpec `ebpf:"cfg_iid"`
 	CfgMissIntervalNs *ebpf.VariableSpec `ebpf:"cfg_miss_interval_ns"`
 	CfgMissNative     *ebpf.VariableSpec `ebpf:"cfg_miss_native"`
@@ -354,6 +356,7 @@ type lispVariables struct {
 	CfgDirectAccess   *ebpf.Variable `ebpf:"cfg_direct_access"`
 	CfgEgress         *ebpf.Variable `ebpf:"cfg_egress"`
 	CfgHoldIfindex    *ebpf.Variable `ebpf:"cfg_hold_ifindex"`
+	CfgHoldRtrIfindex *ebpf.Variable `ebpf:"cfg_hold_rtr_ifindex"`
 	CfgIid            *ebpf.Variable `ebpf:"cfg_iid"`
 	CfgMissIntervalNs *ebpf.Variable `ebpf:"cfg_miss_interval_ns"`
 	CfgMissNative     *ebpf.Variable `ebpf:"cfg_miss_native"`

@@ -407,6 +407,15 @@ static __always_inline int hold(void)
 	return bpf_redirect(cfg_hold_ifindex, 0);
 }
 
+/* rtr_hold hands an encapsulated packet an RTR has no mapping for to
+ * lispd, which holds it as the ITR's, and releases it through the RTR's
+ * hold device, whose ingress runs the underlay program again. */
+static __always_inline int rtr_hold(void)
+{
+	count(C_RTR_HELD);
+	return bpf_redirect(cfg_hold_rtr_ifindex, 0);
+}
+
 SEC("tc")
 int itr(struct __sk_buff *skb)
 {
@@ -642,14 +651,24 @@ int underlay(struct __sk_buff *skb)
 	/* Only an RTR sends packets on, so only an RTR looks them up: an ETR
 	 * delivers what is addressed to it. */
 	if (cfg_rtr) {
+		/* What lispd releases from the RTR's hold device is never
+		 * held again. */
+		int released = cfg_hold_rtr_ifindex && skb->ifindex == cfg_hold_rtr_ifindex;
 		struct mc_entry *e = lookup(iid, &in);
 		if (!e) {
 			/* An RTR resolves the EIDs it carries traffic for. */
-			report_miss(iid, &in);
+			if (!released)
+				report_miss(iid, &in);
 			count(C_RTR_MISS);
+			if (cfg_hold_rtr_ifindex && !released)
+				return rtr_hold();
 			return TC_ACT_SHOT;
 		}
 		int i = onward(e, pid, &outer.src, 0);
+		if (i >= 0 && e->action == ACT_HOLD && !released)
+			return rtr_hold();
+		if (released)
+			count(C_RTR_RELEASED);
 		if (i >= 0 && i < MAX_PATHS) {
 			const struct path *pa = &e->paths[path_slot(i)];
 			if (pa->family != family) {

@@ -374,10 +374,11 @@ __noinline int elp_of(const struct mc_entry *e, __u32 pid, const struct addr *fr
 }
 
 /* onward returns the index of the path of entry e on which an RTR sends
- * a packet on (we are on it, and not its last hop), or -1. */
+ * a packet on (we are on it, and not its last hop), or -1. An entry lispd
+ * is releasing held packets through (ACT_HOLD) has its paths. */
 static __always_inline int onward(const struct mc_entry *e, __u32 pid, const struct addr *from, __u32 quiet)
 {
-	if (e->action != ACT_ENCAP)
+	if (e->action != ACT_ENCAP && e->action != ACT_HOLD)
 		return -1;
 	int i = elp_of(e, pid, from, quiet);
 	if (i < 0 || i >= MAX_PATHS)
