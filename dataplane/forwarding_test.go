@@ -108,23 +108,8 @@ func (s *sites) transfer(t *testing.T, local netip.AddrPort, mptcp bool, n int) 
 // hashes them, and checks the hash.
 func transfer(t *testing.T, from, to *testnet.Node, local netip.AddrPort, addr string, mptcp bool, n int) {
 	t.Helper()
-	ln, err := to.Listen("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ln, got := hashingServer(t, to, addr)
 	defer ln.Close()
-	got := make(chan [32]byte, 1)
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			close(got)
-			return
-		}
-		defer c.Close()
-		h := sha256.New()
-		io.Copy(h, c)
-		got <- [32]byte(h.Sum(nil))
-	}()
 	d := &net.Dialer{LocalAddr: net.TCPAddrFromAddrPort(local)}
 	d.SetMultipathTCP(mptcp)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -151,6 +136,29 @@ func transfer(t *testing.T, from, to *testnet.Node, local netip.AddrPort, addr s
 		t.Fatal("transfer timed out")
 	}
 	c.Close()
+}
+
+// hashingServer listens on addr of a node and hashes what the first
+// connection sends until it closes.
+func hashingServer(t *testing.T, nd *testnet.Node, addr string) (net.Listener, <-chan [32]byte) {
+	t.Helper()
+	ln, err := nd.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan [32]byte, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			close(got)
+			return
+		}
+		defer c.Close()
+		h := sha256.New()
+		io.Copy(h, c)
+		got <- [32]byte(h.Sum(nil))
+	}()
+	return ln, got
 }
 
 func counters(t *testing.T, d *dataplane.Dataplane) dataplane.Counters {

@@ -3,17 +3,15 @@ package dataplane_test
 import (
 	"context"
 	"crypto/sha256"
-	"io"
 	"math/rand/v2"
 	"net"
 	"net/netip"
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/amptcp/amptcp/config"
 	"github.com/amptcp/amptcp/dataplane"
+	"github.com/amptcp/amptcp/internal/tcpinfo"
 )
 
 var siteBKey = dataplane.Key{Prefix: netip.MustParsePrefix("10.2.0.0/24")}
@@ -67,23 +65,8 @@ func releaseAll(t *testing.T, d *dataplane.Dataplane, held []dataplane.Held) {
 func TestHoldReleasesTheFirstPackets(t *testing.T) {
 	s := newSites(t, config.Dataplane{Miss: "hold"})
 	s.dpA.Delete(siteBKey)
-	ln, err := s.hostB.Listen("tcp", "10.2.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ln, got := hashingServer(t, s.hostB, "10.2.0.1:0")
 	defer ln.Close()
-	got := make(chan [32]byte, 1)
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			close(got)
-			return
-		}
-		defer c.Close()
-		h := sha256.New()
-		io.Copy(h, c)
-		got <- [32]byte(h.Sum(nil))
-	}()
 	dialed := make(chan net.Conn, 1)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -105,8 +88,8 @@ func TestHoldReleasesTheFirstPackets(t *testing.T) {
 		t.FailNow()
 	}
 	defer c.Close()
-	if r := totalRetrans(t, c); r != 0 {
-		t.Errorf("the connection opened after %d retransmissions", r)
+	if r, err := tcpinfo.Retransmits(c); err != nil || r != 0 {
+		t.Errorf("the connection opened after %d retransmissions (%v)", r, err)
 	}
 
 	s.dpA.Delete(siteBKey)
@@ -146,20 +129,4 @@ func TestHoldReleasesTheFirstPackets(t *testing.T) {
 	if cA["itr_held"] < uint64(1+len(held)) || cA["itr_released"] < uint64(1+len(held)) || cA["itr_held_lost"] != 0 {
 		t.Errorf("xtrA %v", nonZero(cA))
 	}
-}
-
-// totalRetrans is the number of segments a connection retransmitted,
-// its SYN's included.
-func totalRetrans(t *testing.T, c net.Conn) uint32 {
-	t.Helper()
-	raw, err := c.(*net.TCPConn).SyscallConn()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var info *unix.TCPInfo
-	raw.Control(func(fd uintptr) { info, err = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO) })
-	if err != nil {
-		t.Fatal(err)
-	}
-	return info.Total_retrans
 }

@@ -10,9 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/amptcp/amptcp/daemon"
+	"github.com/amptcp/amptcp/internal/tcpinfo"
 	"github.com/amptcp/amptcp/internal/testnet"
 )
 
@@ -345,14 +344,9 @@ func firstConnection(t *testing.T, from, to *testnet.Node, server string) uint32
 		t.Fatal(err)
 	}
 	defer c.Close()
-	raw, err := c.(*net.TCPConn).SyscallConn()
+	n, err := tcpinfo.Retransmits(c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var info *unix.TCPInfo
-	raw.Control(func(fd uintptr) { info, err = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO) })
-	if err != nil {
-		t.Fatal(err)
-	}
-	return info.Total_retrans
+	return n
 }

@@ -18,7 +18,7 @@ import (
 	"github.com/amptcp/amptcp/config"
 	"github.com/amptcp/amptcp/daemon"
 	"github.com/amptcp/amptcp/internal/buildinfo"
-	"github.com/amptcp/amptcp/internal/netns"
+	"github.com/amptcp/amptcp/internal/tcpinfo"
 	"github.com/amptcp/amptcp/lab/linkemu"
 	"github.com/amptcp/amptcp/lig"
 )
@@ -355,18 +355,8 @@ func (fp *firstPacket) connect(ctx context.Context, eid netip.Addr) (float64, ui
 		return 0, 0, err
 	}
 	defer c.Close()
-	raw, err := c.(*net.TCPConn).SyscallConn()
-	if err != nil {
-		return 0, 0, err
-	}
-	var info *unix.TCPInfo
-	if cerr := raw.Control(func(fd uintptr) { info, err = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO) }); cerr != nil {
-		return 0, 0, cerr
-	}
-	if err != nil {
-		return 0, 0, err
-	}
-	return msOf(took), info.Total_retrans, nil
+	n, err := tcpinfo.Retransmits(c)
+	return msOf(took), n, err
 }
 
 // cleanup stops the programs, closes the emulated links and removes the
@@ -382,19 +372,5 @@ func (fp *firstPacket) cleanup() error {
 	if fp.p != nil {
 		errs = append(errs, fp.p.close())
 	}
-	if names, err := netns.List(fp.opts.Prefix); err != nil {
-		errs = append(errs, err)
-	} else {
-		for _, name := range names {
-			errs = append(errs, fmt.Errorf("namespace %s was left; removing it", name), netns.Delete(name))
-		}
-	}
-	if names, err := netns.Links(fp.opts.LinkPrefix); err != nil {
-		errs = append(errs, err)
-	} else {
-		for _, name := range names {
-			errs = append(errs, fmt.Errorf("link %s leaked into the root namespace; removing it", name), netns.DeleteLink(name))
-		}
-	}
-	return errors.Join(errs...)
+	return errors.Join(append(errs, removeLeft(fp.opts.Prefix, fp.opts.LinkPrefix))...)
 }

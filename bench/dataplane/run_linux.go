@@ -228,14 +228,21 @@ func (r *run) cleanup() error {
 		}
 	}
 	r.paths = nil
-	if names, err := netns.List(r.opts.Prefix); err != nil {
+	return errors.Join(append(errs, removeLeft(r.opts.Prefix, r.opts.LinkPrefix))...)
+}
+
+// removeLeft removes, by name, the namespaces and the links in the root
+// namespace of a run that its cleanup left, each an error.
+func removeLeft(prefix, linkPrefix string) error {
+	var errs []error
+	if names, err := netns.List(prefix); err != nil {
 		errs = append(errs, err)
 	} else {
 		for _, name := range names {
 			errs = append(errs, fmt.Errorf("namespace %s was left; removing it", name), netns.Delete(name))
 		}
 	}
-	if names, err := netns.Links(r.opts.LinkPrefix); err != nil {
+	if names, err := netns.Links(linkPrefix); err != nil {
 		errs = append(errs, err)
 	} else {
 		for _, name := range names {

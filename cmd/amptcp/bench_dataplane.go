@@ -93,15 +93,7 @@ func runBenchDataplane(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	res, err := dataplane.Run(ctx, opts)
 	if res != nil {
-		var werr error
-		if *jsonOut {
-			enc := json.NewEncoder(stdout)
-			enc.SetIndent("", "  ")
-			werr = enc.Encode(res)
-		} else {
-			werr = dataplane.WriteText(stdout, res)
-		}
-		err = errors.Join(err, werr)
+		err = errors.Join(err, writeResult(stdout, *jsonOut, res, func(w io.Writer) error { return dataplane.WriteText(w, res) }))
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "amptcp bench dataplane: %v\n", err)
@@ -114,6 +106,17 @@ func runBenchDataplane(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stderr, "amptcp bench dataplane: no variant came up")
 	return 1
+}
+
+// writeResult prints a bench's result as one indented JSON object, or as
+// text.
+func writeResult(w io.Writer, jsonOut bool, res any, text func(io.Writer) error) error {
+	if !jsonOut {
+		return text(w)
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(res)
 }
 
 // listFlag is a comma-separated list of names.

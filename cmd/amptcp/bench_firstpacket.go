@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -71,15 +70,7 @@ func runBenchFirstPacket(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	res, err := dataplane.RunFirstPacket(ctx, opts)
 	if res != nil {
-		var werr error
-		if *jsonOut {
-			enc := json.NewEncoder(stdout)
-			enc.SetIndent("", "  ")
-			werr = enc.Encode(res)
-		} else {
-			werr = dataplane.WriteFirstPacketText(stdout, res)
-		}
-		err = errors.Join(err, werr)
+		err = errors.Join(err, writeResult(stdout, *jsonOut, res, func(w io.Writer) error { return dataplane.WriteFirstPacketText(w, res) }))
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "amptcp bench first-packet: %v\n", err)
