@@ -135,7 +135,7 @@ func (o *Options) Validate() error {
 	for i, v := range o.Variants {
 		switch {
 		case variantByName(v) == nil:
-			errs = append(errs, fmt.Errorf("variants: unknown variant %q (want some of %s)", v, strings.Join(VariantNames(), ", ")))
+			errs = append(errs, fmt.Errorf("variants: unknown variant %q (want some of %s)", v, strings.Join(allVariantNames(), ", ")))
 		case slices.Index(o.Variants, v) != i:
 			errs = append(errs, fmt.Errorf("variants: %s named twice", v))
 		}

@@ -3,6 +3,7 @@ package dataplane
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 	"time"
@@ -31,6 +32,7 @@ type path struct {
 	// decapsulate in XDP now (a profile's choice).
 	xtrs        []*xtrRun
 	xdp         bool
+	passXDP     io.Closer // plain-xdp's program on r3, while attached
 	iperfServer *process
 	devices     []device // other than veths: VXLAN
 }
@@ -187,6 +189,9 @@ func (p *path) apply(prof *Profile, timeout time.Duration) error {
 	if err := p.setXDP(prof.XDP, timeout); err != nil {
 		return fmt.Errorf("profile %s: %w", prof.Name, err)
 	}
+	if err := p.setPassXDP(prof.XDP); err != nil {
+		return fmt.Errorf("profile %s: %w", prof.Name, err)
+	}
 	want := p.defaults
 	if prof.Underlay != nil {
 		want = *prof.Underlay
@@ -218,6 +223,10 @@ func (p *path) stopAll() {
 func (p *path) close() error {
 	p.stopAll()
 	var errs []error
+	if p.passXDP != nil {
+		errs = append(errs, p.passXDP.Close())
+		p.passXDP = nil
+	}
 	for _, d := range p.devices {
 		if link, err := d.nd.nl.LinkByName(d.name); err == nil {
 			if err := d.nd.nl.LinkDel(link); err != nil {

@@ -197,7 +197,7 @@ func (r *run) setUp(ctx context.Context, v *Variant, lispd string, lispdErr erro
 	}
 	var err error
 	switch v.kind {
-	case kindPlain:
+	case kindPlain, kindPlainXDP:
 		err = p.routePlain()
 	case kindVXLAN:
 		err = p.routeVXLAN()

@@ -9,7 +9,9 @@ type Variant struct {
 	// references themselves).
 	Reference   string `json:"reference,omitempty"`
 	Description string `json:"description"`
-	kind        kind
+	// Extra variants are measured only when named (--variants).
+	Extra bool `json:"extra,omitempty"`
+	kind  kind
 }
 
 type kind uint8
@@ -19,6 +21,7 @@ const (
 	kindVXLAN
 	kindLISP
 	kindLISPRTR
+	kindPlainXDP
 )
 
 // Variants are every data path the bench knows, in the order it measures
@@ -34,10 +37,24 @@ var Variants = []Variant{
 		Description: "lispd xtr on r1 (ITR) and r3 (ETR), a lispd map-server/map-resolver on its own node off r1"},
 	{Name: "lisp-rtr", Routers: 3, Reference: "plain-3", kind: kindLISPRTR,
 		Description: "lispd xtr on r1 and r3, lispd rtr on r2; both sites register an ELP through r2"},
+	{Name: "plain-xdp", Routers: 2, Reference: "plain", kind: kindPlainXDP, Extra: true,
+		Description: "plain routing with a pass-through XDP program on r3's underlay in the profiles where lispd's " +
+			"xTRs decapsulate in XDP: what XDP itself costs on a veth (which copies each frame for it)"},
 }
 
-// VariantNames are the names of Variants.
+// VariantNames are the names of the variants measured by default.
 func VariantNames() []string {
+	var names []string
+	for _, v := range Variants {
+		if !v.Extra {
+			names = append(names, v.Name)
+		}
+	}
+	return names
+}
+
+// allVariantNames are the names of every variant.
+func allVariantNames() []string {
 	names := make([]string, len(Variants))
 	for i, v := range Variants {
 		names[i] = v.Name

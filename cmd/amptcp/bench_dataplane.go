@@ -24,21 +24,27 @@ client — r1 — [r2] — r3 — server per variant:
   vxlan     kernel VXLAN between r1 and r3
   lisp      lispd xtr on r1 and r3 (ITR/ETR), a lispd map-server off r1
   lisp-rtr  lispd xtr on r1 and r3, lispd rtr on r2, ELPs through r2
-It waits until each variant passes traffic (lispd answering and the
-mapping system resolving, for the lisp ones); one that does not come up
-within --setup-timeout is reported with its reason and lispd's log, and
-the others are measured. Then iperf3 sends TCP (--congestion, set
+and, only when named, plain-xdp: plain routing with a pass-through XDP
+program on r3 in the wire profile (what XDP costs on a veth, which copies
+each frame for it). It waits until each variant passes traffic (lispd
+answering and the mapping system resolving, for the lisp ones); one that
+does not come up within --setup-timeout is reported with its reason and
+lispd's log, and the others are measured. Then iperf3 sends TCP (--congestion, set
 explicitly: the kernel's default is bbr) from the client to the server,
 with each --streams count, for --duration, --repetitions times, the
 variants taking turns, in two offload profiles: gso (veth defaults) and
 wire (a NIC-like underlay: TSO and GSO off, GRO on, on the links between
-routers). It reports the median Gbit/s, the ratio to the reference in
-the same repetitions, Mpps into the server's link, and CPU per Gbit/s
-(the whole machine's, and the bench's own: iperf3, lispd, ksoftirqd),
-and the performance targets as MET or MISSED: lisp ≥ 0.95 × plain and
-above vxlan, lisp-rtr ≥ 0.95 × plain-3. It needs root and iperf3 (make
-deps), and first checks for them and for what its variants need (as
-amptcp doctor does). Progress goes to stderr.
+routers; lispd's xTRs decapsulate in XDP there, restarted for it). It
+reports the median Gbit/s, the ratio to the reference in the same
+repetitions, Mpps into the server's link, and CPU per Gbit/s (the whole
+machine's, and the bench's own: iperf3, lispd, ksoftirqd), and the
+performance targets as MET or MISSED: lisp ≥ 0.95 × plain and above
+vxlan, lisp-rtr ≥ 0.95 × plain-3, each spending at most 1.1 × its
+reference's own CPU per Gbit/s. --rate caps iperf3, to compare CPU on a
+machine too busy for top speeds; --bpf-stats adds what lispd's programs
+take per run on each router. It needs root and iperf3 (make deps), and
+first checks for them and for what its variants need (as amptcp doctor
+does). Progress goes to stderr.
 
 The defaults make %d iperf3 runs and take about %d minutes;
 --variants plain,vxlan --duration 1s --repetitions 1 takes about 15 s.
