@@ -21,6 +21,10 @@
 // 64 KB TSO/GSO super-packets cross the whole chain, and a NIC-like
 // underlay, where the links between routers carry MTU-sized frames and
 // the receiving end aggregates them with GRO.
+//
+// The package also holds `amptcp bench first-packet` (RunFirstPacket):
+// how long a new connection to an EID the ITR has not resolved takes,
+// against the map-resolver's and the path's round trips.
 package dataplane
 
 import (
