@@ -49,7 +49,9 @@ type Dataplane struct {
 	// or "previous-hop" (the outer source address, for link-disjoint ELPs).
 	PathID string `yaml:"path-id"`
 	// Miss is what the ITR does with packets while their mapping is being
-	// resolved: "drop" or "native-forward".
+	// resolved: "hold" (lispd holds them, within map-cache.hold-per-eid
+	// and hold-total, and sends them on, in order, as soon as the
+	// Map-Reply is installed), "drop" or "native-forward".
 	Miss string `yaml:"miss"`
 	// SubflowIdleTimeout removes a subflow that sent nothing for so long.
 	SubflowIdleTimeout Duration `yaml:"subflow-idle-timeout"`
@@ -64,6 +66,14 @@ type Dataplane struct {
 	// GSO super-packets on to the other namespace, whose UDP socket
 	// delivers them unfinished (docs/routers.md).
 	CompleteChecksums []string `yaml:"complete-checksums"`
+	// XDPInterfaces are RLOC interfaces where the ETR decapsulates in XDP,
+	// in the driver ahead of GRO, so that the inner TCP is aggregated as
+	// a router aggregates what it forwards: for interfaces that receive
+	// MTU-sized frames (a NIC, a veth whose peer does not segment), where
+	// every LISP packet would otherwise cross the stack alone. It needs
+	// a driver with native XDP. On a veth it turns segmentation offload
+	// off on the peer (docs/routers.md, Performance).
+	XDPInterfaces []string `yaml:"xdp-interfaces"`
 	// PinPath is the directory, on a BPF file system, where the data
 	// plane is pinned so that a restart of lispd keeps it forwarding and
 	// the next lispd adopts it (docs/routers.md). Left out, a directory
@@ -90,6 +100,11 @@ type MapCache struct {
 	MissInterval Duration `yaml:"miss-interval"`
 	// MaxEntries bounds the map-cache (the size of its BPF maps).
 	MaxEntries int `yaml:"max-entries"`
+	// HoldPerEID and HoldTotal bound the packets an ITR holds while it
+	// resolves their mappings (dataplane.miss hold): per destination EID,
+	// and in all. Beyond them packets are dropped, and counted.
+	HoldPerEID int `yaml:"hold-per-eid"`
+	HoldTotal  int `yaml:"hold-total"`
 	// ProbeInterval is how often every locator in use is RLOC-probed; 0
 	// turns probing off. A locator is down after ProbeMisses unanswered
 	// probes in a row and up again at the first answer.
@@ -220,12 +235,14 @@ const (
 	DefaultSourceSelection    = "routing"
 	DefaultMPTCPSubflows      = "bind"
 	DefaultPathID             = "data-header"
-	DefaultMiss               = "drop"
+	DefaultMiss               = "hold"
 	DefaultSubflowIdleTimeout = 10 * time.Minute
 	DefaultRequestTimeout     = time.Second
 	DefaultRequestRetries     = 2
 	DefaultMissInterval       = time.Second
 	DefaultMapCacheEntries    = 65536
+	DefaultHoldPerEID         = 16
+	DefaultHoldTotal          = 1024
 	DefaultProbeInterval      = 10 * time.Second
 	DefaultProbeMisses        = 3
 	DefaultRegisterInterval   = time.Minute
@@ -261,6 +278,12 @@ func (c *Config) tunnelDefaults() {
 		setDuration(&mc.MissInterval, DefaultMissInterval)
 		if mc.MaxEntries == 0 {
 			mc.MaxEntries = DefaultMapCacheEntries
+		}
+		if mc.HoldPerEID == 0 {
+			mc.HoldPerEID = DefaultHoldPerEID
+		}
+		if mc.HoldTotal == 0 {
+			mc.HoldTotal = DefaultHoldTotal
 		}
 		if mc.ProbeMisses == 0 {
 			mc.ProbeMisses = DefaultProbeMisses
@@ -356,14 +379,19 @@ func (dp *Dataplane) validate(ck *checker, xtr bool) {
 	oneOf(ck, "dataplane.path-selection", dp.PathSelection, "hash", "port-sum")
 	oneOf(ck, "dataplane.source-selection", dp.SourceSelection, "routing", "port-sum")
 	dp.validateGateways(ck)
-	for i, name := range dp.CompleteChecksums {
-		if !slices.Contains(dp.RLOCInterfaces, name) {
-			ck.add(fmt.Sprintf("dataplane.complete-checksums[%d]", i), "%q is not one of rloc-interfaces", name)
+	for _, f := range []struct {
+		field string
+		names []string
+	}{{"complete-checksums", dp.CompleteChecksums}, {"xdp-interfaces", dp.XDPInterfaces}} {
+		for i, name := range f.names {
+			if !slices.Contains(dp.RLOCInterfaces, name) {
+				ck.add(fmt.Sprintf("dataplane.%s[%d]", f.field, i), "%q is not one of rloc-interfaces", name)
+			}
 		}
 	}
 	oneOf(ck, "dataplane.mptcp-subflows", dp.MPTCPSubflows, "bind", "off")
 	oneOf(ck, "dataplane.path-id", dp.PathID, "data-header", "previous-hop")
-	oneOf(ck, "dataplane.miss", dp.Miss, "drop", "native-forward")
+	oneOf(ck, "dataplane.miss", dp.Miss, "hold", "drop", "native-forward")
 	if dp.SubflowIdleTimeout.Duration < time.Second {
 		ck.add("dataplane.subflow-idle-timeout", "must be at least 1s")
 	}
@@ -430,6 +458,12 @@ func (mc *MapCache) validate(ck *checker) {
 	}
 	if mc.ProbeMisses < 1 {
 		ck.add("map-cache.probe-misses", "must be at least 1")
+	}
+	if mc.HoldTotal < 1 || mc.HoldTotal > 1<<20 {
+		ck.add("map-cache.hold-total", "%d is not between 1 and %d", mc.HoldTotal, 1<<20)
+	}
+	if mc.HoldPerEID < 1 || mc.HoldPerEID > mc.HoldTotal {
+		ck.add("map-cache.hold-per-eid", "%d is not between 1 and hold-total (%d)", mc.HoldPerEID, mc.HoldTotal)
 	}
 	seen := map[string]string{}
 	for i, st := range mc.Static {

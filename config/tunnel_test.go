@@ -74,11 +74,12 @@ func TestTunnelExamples(t *testing.T) {
 	}
 	mc := c.MapCache
 	if mc.RequestTimeout.Duration != 500*time.Millisecond || mc.RequestRetries != DefaultRequestRetries ||
-		mc.ProbeInterval.Duration != 5*time.Second || mc.ProbeMisses != DefaultProbeMisses || mc.MaxEntries != DefaultMapCacheEntries {
+		mc.ProbeInterval.Duration != 5*time.Second || mc.ProbeMisses != DefaultProbeMisses || mc.MaxEntries != DefaultMapCacheEntries ||
+		mc.HoldPerEID != DefaultHoldPerEID || mc.HoldTotal != DefaultHoldTotal {
 		t.Errorf("map-cache = %+v", mc)
 	}
 	if dp := c.Dataplane; dp.PathSelection != "port-sum" || dp.SourceSelection != "port-sum" ||
-		dp.RLOCGateways["eth2"] != "203.0.113.254" || dp.Miss != "drop" || !*dp.ClampMSS {
+		dp.RLOCGateways["eth2"] != "203.0.113.254" || dp.Miss != "hold" || !*dp.ClampMSS {
 		t.Errorf("dataplane = %+v", dp)
 	}
 
@@ -157,8 +158,8 @@ map-cache:
 func TestTunnelErrors(t *testing.T) {
 	_, err := Parse([]byte(`
 roles: [xtr]
-dataplane: {rloc-interfaces: [eth0, eth0, eth1], miss: queue, instance-id: 16777216, source-selection: port-sum, rloc-gateways: {eth0: 192.0.2.9, eth7: gw}, complete-checksums: [eth1, eth9]}
-map-cache: {map-resolvers: [resolver], request-timeout: -1s, max-entries: -1, probe-interval: 1ms, probe-misses: -2}
+dataplane: {rloc-interfaces: [eth0, eth0, eth1], miss: queue, instance-id: 16777216, source-selection: port-sum, rloc-gateways: {eth0: 192.0.2.9, eth7: gw}, complete-checksums: [eth1, eth9], xdp-interfaces: [eth8]}
+map-cache: {map-resolvers: [resolver], request-timeout: -1s, max-entries: -1, probe-interval: 1ms, probe-misses: -2, hold-per-eid: 9, hold-total: 8}
 xtr:
   xtr-id: abc
   register-interval: 10ms
@@ -177,16 +178,18 @@ xtr:
 		"dataplane.eid-interfaces: missing",
 		"dataplane.rloc-interfaces[1]: eth0 is already dataplane.rloc-interfaces[0]",
 		"dataplane.instance-id: 16777216 exceeds the 24 bits",
-		`dataplane.miss: "queue" is not one of [drop native-forward]`,
+		`dataplane.miss: "queue" is not one of [hold drop native-forward]`,
 		"dataplane.rloc-gateways.eth7: eth7 is not one of rloc-interfaces",
 		`dataplane.rloc-gateways.eth7: "gw" is not an IP address`,
 		"dataplane.rloc-gateways: missing the gateway of eth1 (rloc-interfaces[2])",
 		`dataplane.complete-checksums[1]: "eth9" is not one of rloc-interfaces`,
+		`dataplane.xdp-interfaces[0]: "eth8" is not one of rloc-interfaces`,
 		`map-cache.map-resolvers[0]: "resolver" is not an IP address`,
 		"map-cache.request-timeout: must be positive",
 		"map-cache.max-entries: -1 is not between 1 and",
 		"map-cache.probe-interval: must be 0 (off) or at least 10ms",
 		"map-cache.probe-misses: must be at least 1",
+		"map-cache.hold-per-eid: 9 is not between 1 and hold-total (8)",
 		"xtr.database-mappings[0].ttl: 1m30s is not a whole number of minutes",
 		"xtr.database-mappings[0].locators[0]: address and elp both set",
 		"xtr.database-mappings[0].locators[1].elp: an ELP has at least two hops",

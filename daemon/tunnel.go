@@ -26,6 +26,10 @@ type Dataplane interface {
 	Put(dataplane.Key, dataplane.Entry) error
 	Delete(dataplane.Key) error
 	Misses() <-chan dataplane.Miss
+	// Held delivers the packets the ITR hands over to hold (miss:
+	// hold), Release sends them on.
+	Held() <-chan dataplane.Held
+	Release([]dataplane.Held) error
 	LocalRLOCs() []netip.Addr
 	Subflows() ([]dataplane.Subflow, error)
 	Counters() (dataplane.Counters, error)
@@ -118,6 +122,9 @@ func (d *Daemon) newTunnel(cfg *config.Config, newDP DataplaneFunc) (*tunnel, er
 		return nil, err
 	}
 	cacheOpts := mapcache.Options{Forwarder: dp, Sender: send, LocalRLOCs: rlocs, Port: d.port(), Log: d.log}
+	if cfg.Dataplane.Miss == "hold" {
+		cacheOpts.Release = dp.Release
+	}
 	if iv := cfg.MapCache.ProbeInterval.Duration; iv > 0 {
 		// The prober and the map-cache know of each other through
 		// functions: the prober asks the cache which locators are in use
@@ -188,7 +195,7 @@ func peerTargets(cfg *config.Config) []probe.Target {
 
 // run starts the roles' loops; they return when ctx is done.
 func (t *tunnel) run(ctx context.Context, wg *sync.WaitGroup) {
-	wg.Go(func() { t.cache.Run(ctx, t.dp.Misses()) })
+	wg.Go(func() { t.cache.Run(ctx, t.dp.Misses(), t.dp.Held()) })
 	wg.Go(func() { t.xtr.Run(ctx) })
 	if t.prober != nil {
 		wg.Go(func() { t.prober.Run(ctx) })

@@ -32,6 +32,10 @@ type TunnelCounters struct {
 	Entries         int               `json:"map_cache_entries"`
 	Expired         uint64            `json:"map_cache_expired"`
 	Evicted         uint64            `json:"map_cache_evicted"`
+	// Packets held while their mappings were resolved (miss: hold), by
+	// what became of them ("held" counts them all), and held now.
+	Held    map[string]uint64 `json:"held_packets"`
+	HeldNow int               `json:"held_packets_now"`
 	// RLOC probing: probes sent, answered, missed, replies that matched
 	// no probe; and each probed locator's state and smoothed RTT.
 	ProbesSent      uint64         `json:"probes_sent"`
@@ -64,6 +68,11 @@ func (t *tunnel) counters() *TunnelCounters {
 		MapReplies:      map[string]uint64{"accepted": mc.Replies, "unsolicited": mc.Unsolicited},
 		MapReplyRecords: map[string]uint64{},
 		SMRsReceived:    mc.SMRs, Entries: mc.Entries, Expired: mc.Expired, Evicted: mc.Evicted,
+		Held: map[string]uint64{"held": mc.Hold.Held, "released": mc.Hold.Released,
+			"dropped-eid-full": mc.Hold.EIDFull, "dropped-total-full": mc.Hold.TotalFull,
+			"dropped-negative": mc.Hold.Negative, "dropped-unresolved": mc.Hold.Unresolved,
+			"release-errors": mc.Hold.ReleaseErrors},
+		HeldNow: mc.Hold.Now,
 	}
 	for _, r := range xtr.NotifyResults() {
 		c.MapNotifies[r.String()] = x.Notifies[r]

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -23,6 +24,7 @@ import (
 type fakeDP struct {
 	rlocs  []netip.Addr
 	misses chan dataplane.Miss
+	held   chan dataplane.Held
 
 	mu      sync.Mutex
 	cfg     *config.Dataplane
@@ -33,10 +35,19 @@ type fakeDP struct {
 	kept    bool
 	stored  []dataplane.StoredEntry // what it "adopted"
 	pinned  string                  // its pin path; "" for none
+	// released are the packets released, each with the action of its
+	// entry at the time.
+	released []releasedPacket
+}
+
+type releasedPacket struct {
+	eid    netip.Addr
+	action dataplane.Action
 }
 
 func newFakeDP(rlocs ...string) *fakeDP {
-	f := &fakeDP{misses: make(chan dataplane.Miss, 16), entries: map[dataplane.Key]dataplane.Entry{}, puts: map[dataplane.Key]int{}}
+	f := &fakeDP{misses: make(chan dataplane.Miss, 16), held: make(chan dataplane.Held, 16),
+		entries: map[dataplane.Key]dataplane.Entry{}, puts: map[dataplane.Key]int{}}
 	for _, a := range rlocs {
 		f.rlocs = append(f.rlocs, netip.MustParseAddr(a))
 	}
@@ -72,7 +83,26 @@ func (f *fakeDP) Delete(k dataplane.Key) error {
 }
 
 func (f *fakeDP) Misses() <-chan dataplane.Miss { return f.misses }
+func (f *fakeDP) Held() <-chan dataplane.Held   { return f.held }
 func (f *fakeDP) LocalRLOCs() []netip.Addr      { return f.rlocs }
+
+// Release records each packet with the action of the entry that covers
+// it then.
+func (f *fakeDP) Release(pkts []dataplane.Held) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, p := range pkts {
+		r := releasedPacket{eid: p.EID, action: 255}
+		best := -1
+		for k, e := range f.entries {
+			if k.Prefix.Contains(p.EID) && k.Prefix.Bits() > best {
+				best, r.action = k.Prefix.Bits(), e.Action
+			}
+		}
+		f.released = append(f.released, r)
+	}
+	return nil
+}
 
 func (f *fakeDP) Subflows() ([]dataplane.Subflow, error) {
 	return []dataplane.Subflow{{Local: netip.MustParseAddrPort("10.1.0.5:40000"), Remote: netip.MustParseAddrPort("10.64.1.7:80"),
@@ -120,6 +150,7 @@ func (f *fakeDP) Close() error {
 	}
 	f.closed = true
 	close(f.misses)
+	close(f.held)
 	return nil
 }
 
@@ -262,8 +293,20 @@ func TestXTRRegistersAndResolves(t *testing.T) {
 		t.Errorf("A's own prefix: %+v %v", e, ok)
 	}
 
-	dpA.miss("10.64.1.7")
-	e := dpA.waitEntry(t, "10.64.1.0/24", "the entry for B's site", func(dataplane.Entry) bool { return true })
+	// Two packets the ITR handed over to hold: they resolve the EID and
+	// are released, in order, while the entry is Hold.
+	for n := range 2 {
+		dpA.held <- dataplane.HeldFrame(0, netip.MustParseAddr("10.64.1.7"), 60+n)
+	}
+	e := dpA.waitEntry(t, "10.64.1.0/24", "the entry for B's site", func(e dataplane.Entry) bool {
+		return e.Action == dataplane.Encapsulate
+	})
+	dpA.mu.Lock()
+	released := slices.Clone(dpA.released)
+	dpA.mu.Unlock()
+	if len(released) != 2 || released[0].action != dataplane.Hold || released[1].action != dataplane.Hold {
+		t.Errorf("released %+v, want both held packets while the entry was hold", released)
+	}
 	ip := netip.MustParseAddr
 	want := dataplane.Entry{Action: dataplane.Encapsulate, Paths: []dataplane.Path{
 		{Hops: []dataplane.Hop{{Addr: ip("192.0.2.2")}}, Priority: 1, Weight: 70, Up: true},
@@ -287,7 +330,8 @@ func TestXTRRegistersAndResolves(t *testing.T) {
 	}
 	c := st.Counters.Tunnel
 	if c == nil || c.MapReplies["accepted"] != 2 || c.MapReplyRecords["installed"] != 2 || c.MapNotifies["accepted"] < 1 ||
-		c.Misses != 2 || c.MapRequests != 2 || c.Dataplane["itr_encapsulated"] != 42 {
+		c.Misses != 1 || c.MapRequests != 2 || c.Dataplane["itr_encapsulated"] != 42 ||
+		c.Held["held"] != 2 || c.Held["released"] != 2 || c.HeldNow != 0 {
 		t.Errorf("A's counters: %+v", c)
 	}
 	if b.status(t).XTR.MapServers[0].State != "registered" {

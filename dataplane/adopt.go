@@ -45,7 +45,7 @@ var subflowMaps = []string{"subflows", "conns", "tokens", "subflow_hints", ".dat
 type previous struct {
 	manifest *manifest
 	maps     map[string]*ebpf.Map // by the programs' names (".data")
-	links    map[int]link.Link    // by interface index
+	links    map[string]link.Link // by pin name (linkPin)
 	adoption *Adoption
 }
 
@@ -54,7 +54,7 @@ type previous struct {
 // the links of this namespace are still taken, to replace their
 // programs in place.
 func loadPrevious(p *pinDir) *previous {
-	prev := &previous{maps: map[string]*ebpf.Map{}, links: map[int]link.Link{}, adoption: &Adoption{Refused: map[string]string{}}}
+	prev := &previous{maps: map[string]*ebpf.Map{}, links: map[string]link.Link{}, adoption: &Adoption{Refused: map[string]string{}}}
 	entries, _ := os.ReadDir(p.path)
 	if len(entries) == 0 {
 		return nil
@@ -81,26 +81,47 @@ func loadPrevious(p *pinDir) *previous {
 		}
 	}
 	for _, e := range entries {
-		ifindex, ok := strings.CutPrefix(e.Name(), "link-")
-		if !ok {
+		if !isLinkPin(e.Name()) {
 			continue
 		}
 		l, err := link.LoadPinnedLink(p.file(e.Name()), nil)
 		if err != nil {
 			continue
 		}
-		info, err := l.Info()
-		tcx := (*link.TCXInfo)(nil)
-		if err == nil {
-			tcx = info.TCX()
-		}
-		if tcx == nil || tcx.Ifindex == 0 || strconv.Itoa(int(tcx.Ifindex)) != ifindex {
+		if linkPin(l) != e.Name() {
 			l.Close() // its interface is gone: the link is no use
 			continue
 		}
-		prev.links[int(tcx.Ifindex)] = l
+		prev.links[e.Name()] = l
 	}
 	return prev
+}
+
+// The pins of the links: a TCX link's is "link-" and its interface's
+// index, an XDP link's "xdp-" and the index.
+const (
+	tcxPin = "link-"
+	xdpPin = "xdp-"
+)
+
+func isLinkPin(name string) bool {
+	return strings.HasPrefix(name, tcxPin) || strings.HasPrefix(name, xdpPin)
+}
+
+// linkPin is the name a link is pinned by, from what the kernel says of
+// it: "" for a link whose interface is gone.
+func linkPin(l link.Link) string {
+	info, err := l.Info()
+	if err != nil {
+		return ""
+	}
+	if tcx := info.TCX(); tcx != nil && tcx.Ifindex != 0 {
+		return tcxPin + strconv.Itoa(int(tcx.Ifindex))
+	}
+	if xdp := info.XDP(); xdp != nil && xdp.Ifindex != 0 {
+		return xdpPin + strconv.Itoa(int(xdp.Ifindex))
+	}
+	return ""
 }
 
 // close releases what was not taken.
@@ -116,13 +137,13 @@ func (prev *previous) close() {
 	}
 }
 
-// takeLink hands over the pinned link of an interface, or nil.
-func (prev *previous) takeLink(ifindex int) link.Link {
+// takeLink hands over the pinned link of that pin name, or nil.
+func (prev *previous) takeLink(pin string) link.Link {
 	if prev == nil {
 		return nil
 	}
-	l := prev.links[ifindex]
-	delete(prev.links, ifindex)
+	l := prev.links[pin]
+	delete(prev.links, pin)
 	return l
 }
 
@@ -133,10 +154,10 @@ func (prev *previous) detachRest() int {
 		return 0
 	}
 	n := 0
-	for ifindex, l := range prev.links {
+	for pin, l := range prev.links {
 		l.Unpin()
 		l.Close()
-		delete(prev.links, ifindex)
+		delete(prev.links, pin)
 		n++
 	}
 	return n

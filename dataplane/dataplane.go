@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/cilium/ebpf/ringbuf"
 
 	"github.com/amptcp/amptcp/config"
+	"github.com/amptcp/amptcp/internal/ethtool"
 )
 
 // Options are what the data plane takes from outside its own section of
@@ -51,6 +53,9 @@ type Dataplane struct {
 	stored    []StoredEntry     // the map-cache entries found at start
 
 	misses   chan Miss
+	hold     *holdDevice // the ITR's, nil unless miss: hold
+	holdRTR  *holdDevice // the RTR's
+	held     chan Held
 	reader   *ringbuf.Reader
 	stop     chan struct{}
 	wg       sync.WaitGroup
@@ -69,9 +74,10 @@ func (o *objects) Close() error {
 	return errors.Join(o.lispObjects.Close(), o.Data.Close())
 }
 
-// attached is a program's TCX link on an interface.
+// attached is a program's TCX or XDP link on an interface.
 type attached struct {
 	ifindex int
+	pin     string // its pin's name (linkPin)
 	link    link.Link
 }
 
@@ -101,9 +107,22 @@ func New(cfg *config.Dataplane, opts Options) (*Dataplane, error) {
 	if err := setGateways(egress, cfg.RLOCInterfaces, cfg.RLOCGateways); err != nil {
 		return nil, err
 	}
-	d := &Dataplane{cfg: cfg, log: opts.Log, misses: make(chan Miss, 1024), stop: make(chan struct{})}
+	d := &Dataplane{cfg: cfg, log: opts.Log, misses: make(chan Miss, 1024), held: make(chan Held, heldQueue), stop: make(chan struct{})}
+	if cfg.Miss == "hold" && len(eids) > 0 {
+		if d.hold, err = openHoldDevice(cfg.InstanceID, false); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.Miss == "hold" && opts.RTR {
+		if d.holdRTR, err = openHoldDevice(0, true); err != nil {
+			d.hold.close()
+			return nil, err
+		}
+	}
 	prev, err := d.openPins(cfg.PinPath)
 	if err != nil {
+		d.hold.close()
+		d.holdRTR.close()
 		return nil, err
 	}
 	defer prev.close()
@@ -119,16 +138,32 @@ func New(cfg *config.Dataplane, opts Options) (*Dataplane, error) {
 		d.abort()
 		return nil, err
 	}
+	if d.hold != nil {
+		eids = append(eids, &net.Interface{Index: d.hold.ifindex, Name: d.hold.name})
+	}
 	for _, ifc := range eids {
 		if err := d.attach(ifc, d.objs.Itr, prev); err != nil {
 			d.abort()
 			return nil, err
 		}
 	}
+	if d.holdRTR != nil {
+		underlay = append(underlay, &net.Interface{Index: d.holdRTR.ifindex, Name: d.holdRTR.name})
+	}
 	for _, ifc := range underlay {
 		if err := d.attach(ifc, d.objs.Underlay, prev); err != nil {
 			d.abort()
 			return nil, err
+		}
+		if slices.Contains(cfg.XDPInterfaces, ifc.Name) {
+			if err := d.attach(ifc, d.objs.UnderlayXdp, prev); err != nil {
+				d.abort()
+				return nil, err
+			}
+			if on, err := ethtool.Get(ifc.Name, ethtool.GRO); err == nil && !on {
+				d.log.Warn("GRO is off on an interface of xdp-interfaces: decapsulating in XDP gains nothing there (ethtool -K IF gro on)",
+					"interface", ifc.Name)
+			}
 		}
 	}
 	if err := d.settle(prev); err != nil {
@@ -140,9 +175,18 @@ func New(cfg *config.Dataplane, opts Options) (*Dataplane, error) {
 		return nil, fmt.Errorf("dataplane: read misses: %w", err)
 	}
 	d.wg.Go(d.readMisses)
+	for _, h := range []*holdDevice{d.hold, d.holdRTR} {
+		if h != nil {
+			d.wg.Go(func() {
+				if err := h.read(d.held); err != nil {
+					d.log.Warn("read held packets", "device", h.name, "error", err)
+				}
+			})
+		}
+	}
 	d.wg.Go(func() { d.sweepEvery(cfg.SubflowIdleTimeout.Duration) })
 	d.log.Info("data plane attached", "eid_interfaces", cfg.EIDInterfaces, "rloc_interfaces", cfg.RLOCInterfaces,
-		"rlocs", d.rlocs, "complete_checksums", cfg.CompleteChecksums)
+		"rlocs", d.rlocs, "complete_checksums", cfg.CompleteChecksums, "xdp_interfaces", cfg.XDPInterfaces)
 	return d, nil
 }
 
@@ -181,9 +225,18 @@ func (d *Dataplane) load(cfg *config.Dataplane, opts Options, rlocs []localRLOC,
 		"cfg_clamp_mss":        flag(cfg.ClampMSS == nil || *cfg.ClampMSS),
 		"cfg_rtr":              flag(opts.RTR),
 		"cfg_direct_access":    flag(!opts.loadBytesOnly),
+		"cfg_xdp":              flag(len(cfg.XDPInterfaces) > 0),
+		"cfg_hold_ifindex":     uint32(0),
+		"cfg_hold_rtr_ifindex": uint32(0),
 		"cfg_miss_interval_ns": uint64(miss),
 		"cfg_n_rlocs":          uint32(len(rlocs)),
 		"cfg_n_egress":         uint32(len(egress)),
+	}
+	if d.hold != nil {
+		settings["cfg_hold_ifindex"] = uint32(d.hold.ifindex)
+	}
+	if d.holdRTR != nil {
+		settings["cfg_hold_rtr_ifindex"] = uint32(d.holdRTR.ifindex)
 	}
 	var first [fastRLOCs]lispRlocKey
 	for i, r := range rlocs[:min(len(rlocs), fastRLOCs)] {
@@ -300,13 +353,17 @@ func (d *Dataplane) setRLOCs(rlocs []localRLOC, egress []lispEgressIf) error {
 	return nil
 }
 
-// attach puts prog on the interface's tc ingress with TCX (Linux 6.6):
-// in the link the lispd before left there, atomically replacing its
-// program, or in a new link.
+// attach puts prog on the interface's tc ingress with TCX (Linux 6.6),
+// or, for an XDP program, in its driver: in the link the lispd before
+// left there, atomically replacing its program, or in a new link.
 func (d *Dataplane) attach(ifc *net.Interface, prog *ebpf.Program, prev *previous) error {
-	if l := prev.takeLink(ifc.Index); l != nil {
+	pin := tcxPin + strconv.Itoa(ifc.Index)
+	if prog.Type() == ebpf.XDP {
+		pin = xdpPin + strconv.Itoa(ifc.Index)
+	}
+	if l := prev.takeLink(pin); l != nil {
 		if err := l.Update(prog); err == nil {
-			d.links = append(d.links, attached{ifc.Index, l})
+			d.links = append(d.links, attached{ifc.Index, pin, l})
 			prev.adoption.Links++
 			return nil
 		} else {
@@ -315,11 +372,22 @@ func (d *Dataplane) attach(ifc *net.Interface, prog *ebpf.Program, prev *previou
 			l.Close()
 		}
 	}
-	l, err := link.AttachTCX(link.TCXOptions{Interface: ifc.Index, Program: prog, Attach: ebpf.AttachTCXIngress})
-	if err != nil {
-		return fmt.Errorf("dataplane: attach to %s (tcx needs Linux 6.6 or later): %w", ifc.Name, err)
+	var (
+		l   link.Link
+		err error
+	)
+	if prog.Type() == ebpf.XDP {
+		l, err = link.AttachXDP(link.XDPOptions{Interface: ifc.Index, Program: prog, Flags: link.XDPDriverMode})
+		if err != nil {
+			return fmt.Errorf("dataplane: attach XDP to %s (dataplane.xdp-interfaces: its driver needs native XDP): %w", ifc.Name, err)
+		}
+	} else {
+		l, err = link.AttachTCX(link.TCXOptions{Interface: ifc.Index, Program: prog, Attach: ebpf.AttachTCXIngress})
+		if err != nil {
+			return fmt.Errorf("dataplane: attach to %s (tcx needs Linux 6.6 or later): %w", ifc.Name, err)
+		}
 	}
-	d.links = append(d.links, attached{ifc.Index, l})
+	d.links = append(d.links, attached{ifc.Index, pin, l})
 	return nil
 }
 
@@ -352,6 +420,21 @@ func (d *Dataplane) Delete(k Key) error {
 // Misses delivers the EIDs packets found no entry for, at most one per
 // EID per MissInterval. It is closed by Close.
 func (d *Dataplane) Misses() <-chan Miss { return d.misses }
+
+// heldQueue is how many held packets wait for the control plane to take
+// them: more are dropped (and sent again by their hosts).
+const heldQueue = 1024
+
+// Held delivers, with miss: hold, the packets the ITR (and the RTR) had
+// no entry for, for the control plane to hold until it has resolved
+// their mapping and release them. It is closed by Close.
+func (d *Dataplane) Held() <-chan Held { return d.held }
+
+// Release sends held packets on, in order, each as the entry for its
+// EID says: the control plane installs the entry first. With the entry
+// of action Hold, which keeps new packets to the EID held meanwhile, the
+// released ones take its paths before them.
+func (d *Dataplane) Release(pkts []Held) error { return release(pkts) }
 
 // LocalRLOCs are the addresses of the RLOC interfaces.
 func (d *Dataplane) LocalRLOCs() []netip.Addr { return slices.Clone(d.rlocs) }
@@ -405,14 +488,18 @@ func (d *Dataplane) Keep() error {
 	return err
 }
 
-// stopLoops stops reading misses and sweeping subflows.
+// stopLoops stops reading misses and held packets and sweeping
+// subflows; the hold device goes, with what it held.
 func (d *Dataplane) stopLoops() {
 	close(d.stop)
 	if d.reader != nil {
 		d.reader.Close()
 	}
+	d.hold.close()
+	d.holdRTR.close()
 	d.wg.Wait()
 	close(d.misses)
+	close(d.held)
 }
 
 // readMisses passes the ring buffer's misses on, dropping them when the

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vishvananda/netlink"
+
 	"github.com/amptcp/amptcp/config"
 	"github.com/amptcp/amptcp/dataplane"
 	"github.com/amptcp/amptcp/internal/testnet"
@@ -23,10 +25,15 @@ type sites struct {
 	net                      *testnet.Net
 	hostA, xtrA, xtrB, hostB *testnet.Node
 	dpA, dpB                 *dataplane.Dataplane
-	rlocA                    [2]string // xtrA's RLOC interfaces
+	rlocA, rlocB             [2]string // the xTRs' RLOC interfaces
+	siteB                    *testnet.Link
 }
 
-func newSites(t *testing.T, dp config.Dataplane) *sites {
+// newSites builds the sites with dp as both xTRs' data plane settings;
+// newSitesXDP with every RLOC interface in xdp-interfaces too.
+func newSites(t *testing.T, dp config.Dataplane) *sites { return newSitesXDP(t, dp, false) }
+
+func newSitesXDP(t *testing.T, dp config.Dataplane, xdp bool) *sites {
 	n := testnet.New(t)
 	s := &sites{net: n, hostA: n.Node("hosta"), xtrA: n.Node("xtra"), xtrB: n.Node("xtrb"), hostB: n.Node("hostb")}
 	siteA := n.Link(s.hostA, s.xtrA, "10.1.0.1/24,10.1.0.2/24", "10.1.0.254/24")
@@ -47,6 +54,9 @@ func newSites(t *testing.T, dp config.Dataplane) *sites {
 			cfg.RLOCInterfaces = append(cfg.RLOCInterfaces, l.Iface(nd))
 			cfg.RLOCGateways[l.Iface(nd)] = gateways[i]
 		}
+		if xdp {
+			cfg.XDPInterfaces = cfg.RLOCInterfaces
+		}
 		c := config.Config{Roles: []config.Role{config.RoleXTR}, Dataplane: &cfg}
 		c.Defaults()
 		var d *dataplane.Dataplane
@@ -59,6 +69,8 @@ func newSites(t *testing.T, dp config.Dataplane) *sites {
 	s.dpA = load(s.xtrA, siteA, []string{"192.0.2.2", "192.0.2.6"}, a1, a2)
 	s.dpB = load(s.xtrB, siteB, []string{"192.0.2.1", "192.0.2.5"}, a1, a2)
 	s.rlocA = [2]string{a1.Iface(s.xtrA), a2.Iface(s.xtrA)}
+	s.rlocB = [2]string{a1.Iface(s.xtrB), a2.Iface(s.xtrB)}
+	s.siteB = siteB
 	put(t, s.dpA, "10.1.0.0/24", dataplane.Entry{Action: dataplane.NativelyForward})
 	put(t, s.dpA, "10.2.0.0/24", twoRLOCs("192.0.2.2", "192.0.2.6"))
 	put(t, s.dpB, "10.2.0.0/24", dataplane.Entry{Action: dataplane.NativelyForward})
@@ -96,23 +108,8 @@ func (s *sites) transfer(t *testing.T, local netip.AddrPort, mptcp bool, n int) 
 // hashes them, and checks the hash.
 func transfer(t *testing.T, from, to *testnet.Node, local netip.AddrPort, addr string, mptcp bool, n int) {
 	t.Helper()
-	ln, err := to.Listen("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ln, got := hashingServer(t, to, addr)
 	defer ln.Close()
-	got := make(chan [32]byte, 1)
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			close(got)
-			return
-		}
-		defer c.Close()
-		h := sha256.New()
-		io.Copy(h, c)
-		got <- [32]byte(h.Sum(nil))
-	}()
 	d := &net.Dialer{LocalAddr: net.TCPAddrFromAddrPort(local)}
 	d.SetMultipathTCP(mptcp)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -139,6 +136,29 @@ func transfer(t *testing.T, from, to *testnet.Node, local netip.AddrPort, addr s
 		t.Fatal("transfer timed out")
 	}
 	c.Close()
+}
+
+// hashingServer listens on addr of a node and hashes what the first
+// connection sends until it closes.
+func hashingServer(t *testing.T, nd *testnet.Node, addr string) (net.Listener, <-chan [32]byte) {
+	t.Helper()
+	ln, err := nd.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan [32]byte, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			close(got)
+			return
+		}
+		defer c.Close()
+		h := sha256.New()
+		io.Copy(h, c)
+		got <- [32]byte(h.Sum(nil))
+	}()
+	return ln, got
 }
 
 func counters(t *testing.T, d *dataplane.Dataplane) dataplane.Counters {
@@ -175,7 +195,21 @@ func TestForwardingTCP(t *testing.T) {
 // An MPTCP connection whose client opens a second subflow (from its second
 // address) gets each subflow on its own underlay link, in each direction.
 func TestForwardingMPTCPSubflowsOnDistinctPaths(t *testing.T) {
-	s := newSites(t, config.Dataplane{})
+	subflowsOnDistinctPaths(t, newSites(t, config.Dataplane{}))
+}
+
+// The same with the ETRs in XDP: what they decapsulate ahead of GRO
+// still has its handshakes followed (by tc, after GRO), and xtrB binds
+// the replies of the subflows.
+func TestForwardingMPTCPSubflowsOnDistinctPathsXDP(t *testing.T) {
+	s := newSitesXDP(t, config.Dataplane{}, true)
+	subflowsOnDistinctPaths(t, s)
+	if b := counters(t, s.dpB); b["etr_decapsulated_xdp"] == 0 {
+		t.Errorf("xtrB decapsulated nothing in XDP: %v", nonZero(b))
+	}
+}
+
+func subflowsOnDistinctPaths(t *testing.T, s *sites) {
 	for _, cmd := range [][]string{
 		{"ip", "mptcp", "limits", "set", "subflows", "2", "add_addr_accepted", "2"},
 		{"ip", "mptcp", "endpoint", "add", "10.1.0.2", "subflow"},
@@ -264,11 +298,17 @@ func (s *sites) txBytes(t *testing.T) [2]uint64 {
 	t.Helper()
 	var out [2]uint64
 	for i, name := range s.rlocA {
-		l, err := s.xtrA.Netlink().LinkByName(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out[i] = l.Attrs().Statistics.TxBytes
+		out[i] = linkStats(t, s.xtrA, name).TxBytes
 	}
 	return out
+}
+
+// linkStats are the counters of an interface of a node.
+func linkStats(t *testing.T, nd *testnet.Node, name string) *netlink.LinkStatistics {
+	t.Helper()
+	l, err := nd.Netlink().LinkByName(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l.Attrs().Statistics
 }

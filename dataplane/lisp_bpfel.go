@@ -183,10 +183,13 @@ const (
 	lispMapTokens            = "tokens"
 	lispProgItr              = "itr"
 	lispProgUnderlay         = "underlay"
+	lispProgUnderlayXdp      = "underlay_xdp"
 	lispVarCfgBindSubflows   = "cfg_bind_subflows"
 	lispVarCfgClampMss       = "cfg_clamp_mss"
 	lispVarCfgDirectAccess   = "cfg_direct_access"
 	lispVarCfgEgress         = "cfg_egress"
+	lispVarCfgHoldIfindex    = "cfg_hold_ifindex"
+	lispVarCfgHoldRtrIfindex = "cfg_hold_rtr_ifindex"
 	lispVarCfgIid            = "cfg_iid"
 	lispVarCfgMissIntervalNs = "cfg_miss_interval_ns"
 	lispVarCfgMissNative     = "cfg_miss_native"
@@ -197,6 +200,7 @@ const (
 	lispVarCfgRlocs          = "cfg_rlocs"
 	lispVarCfgRtr            = "cfg_rtr"
 	lispVarCfgSourcePortSum  = "cfg_source_port_sum"
+	lispVarCfgXdp            = "cfg_xdp"
 	lispVarSubflowEpoch      = "subflow_epoch"
 )
 
@@ -242,8 +246,9 @@ type lispSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type lispProgramSpecs struct {
-	Itr      *ebpf.ProgramSpec `ebpf:"itr"`
-	Underlay *ebpf.ProgramSpec `ebpf:"underlay"`
+	Itr         *ebpf.ProgramSpec `ebpf:"itr"`
+	Underlay    *ebpf.ProgramSpec `ebpf:"underlay"`
+	UnderlayXdp *ebpf.ProgramSpec `ebpf:"underlay_xdp"`
 }
 
 // lispMapSpecs contains maps before they are loaded into the kernel.
@@ -273,6 +278,8 @@ type lispVariableSpecs struct {
 	CfgClampMss       *ebpf.VariableSpec `ebpf:"cfg_clamp_mss"`
 	CfgDirectAccess   *ebpf.VariableSpec `ebpf:"cfg_direct_access"`
 	CfgEgress         *ebpf.VariableSpec `ebpf:"cfg_egress"`
+	CfgHoldIfindex    *ebpf.VariableSpec `ebpf:"cfg_hold_ifindex"`
+	CfgHoldRtrIfindex *ebpf.VariableSpec `ebpf:"cfg_hold_rtr_ifindex"`
 	CfgIid            *ebpf.VariableSpec `ebpf:"cfg_iid"`
 	CfgMissIntervalNs *ebpf.VariableSpec `ebpf:"cfg_miss_interval_ns"`
 	CfgMissNative     *ebpf.VariableSpec `ebpf:"cfg_miss_native"`
@@ -283,6 +290,7 @@ type lispVariableSpecs struct {
 	CfgRlocs          *ebpf.VariableSpec `ebpf:"cfg_rlocs"`
 	CfgRtr            *ebpf.VariableSpec `ebpf:"cfg_rtr"`
 	CfgSourcePortSum  *ebpf.VariableSpec `ebpf:"cfg_source_port_sum"`
+	CfgXdp            *ebpf.VariableSpec `ebpf:"cfg_xdp"`
 	SubflowEpoch      *ebpf.VariableSpec `ebpf:"subflow_epoch"`
 }
 
@@ -347,6 +355,8 @@ type lispVariables struct {
 	CfgClampMss       *ebpf.Variable `ebpf:"cfg_clamp_mss"`
 	CfgDirectAccess   *ebpf.Variable `ebpf:"cfg_direct_access"`
 	CfgEgress         *ebpf.Variable `ebpf:"cfg_egress"`
+	CfgHoldIfindex    *ebpf.Variable `ebpf:"cfg_hold_ifindex"`
+	CfgHoldRtrIfindex *ebpf.Variable `ebpf:"cfg_hold_rtr_ifindex"`
 	CfgIid            *ebpf.Variable `ebpf:"cfg_iid"`
 	CfgMissIntervalNs *ebpf.Variable `ebpf:"cfg_miss_interval_ns"`
 	CfgMissNative     *ebpf.Variable `ebpf:"cfg_miss_native"`
@@ -357,6 +367,7 @@ type lispVariables struct {
 	CfgRlocs          *ebpf.Variable `ebpf:"cfg_rlocs"`
 	CfgRtr            *ebpf.Variable `ebpf:"cfg_rtr"`
 	CfgSourcePortSum  *ebpf.Variable `ebpf:"cfg_source_port_sum"`
+	CfgXdp            *ebpf.Variable `ebpf:"cfg_xdp"`
 	SubflowEpoch      *ebpf.Variable `ebpf:"subflow_epoch"`
 }
 
@@ -364,14 +375,16 @@ type lispVariables struct {
 //
 // It can be passed to loadLispObjects or ebpf.CollectionSpec.LoadAndAssign.
 type lispPrograms struct {
-	Itr      *ebpf.Program `ebpf:"itr"`
-	Underlay *ebpf.Program `ebpf:"underlay"`
+	Itr         *ebpf.Program `ebpf:"itr"`
+	Underlay    *ebpf.Program `ebpf:"underlay"`
+	UnderlayXdp *ebpf.Program `ebpf:"underlay_xdp"`
 }
 
 func (p *lispPrograms) Close() error {
 	return _LispClose(
 		p.Itr,
 		p.Underlay,
+		p.UnderlayXdp,
 	)
 }
 

@@ -174,7 +174,7 @@ func (p *pinDir) clear() error {
 	}
 	var errs []error
 	for _, e := range entries {
-		if !ours[e.Name()] && !strings.HasPrefix(e.Name(), "link-") {
+		if !ours[e.Name()] && !isLinkPin(e.Name()) {
 			continue
 		}
 		if err := os.Remove(filepath.Join(p.path, e.Name())); err != nil && !errors.Is(err, os.ErrNotExist) {

@@ -160,7 +160,7 @@ func TestITRInstanceIDAndPathID(t *testing.T) {
 }
 
 func TestITRMissAndActions(t *testing.T) {
-	r := newRig(t, config.Dataplane{}, Options{MissInterval: time.Hour})
+	r := newRig(t, config.Dataplane{Miss: "drop"}, Options{MissInterval: time.Hour})
 	inner := udp(hostA, hostB, 64, []byte("x"))
 	if v, _ := r.itr(inner); v != actShot {
 		t.Fatalf("miss: verdict %d, want drop", v)
@@ -206,6 +206,47 @@ func TestITRMissAndActions(t *testing.T) {
 	}
 	c = r.counters()
 	if c["itr_natively_forwarded"] != 1 || c["itr_action_dropped"] != 1 || c["itr_no_path"] != 1 || c["itr_not_ip"] != 1 {
+		t.Errorf("counters %v", nonZero(c))
+	}
+}
+
+// With miss: hold, the ITR hands what it has no entry for to the hold
+// device, and what an entry of action Hold covers too (the control plane
+// is releasing what it held); what comes back through the device is
+// forwarded by the entry, and never handed over again.
+func TestITRHolds(t *testing.T) {
+	r := newRig(t, config.Dataplane{}, Options{MissInterval: time.Hour})
+	hold := r.dp.hold.ifindex
+	inner := udp(hostA, hostB, 64, []byte("x"))
+	if v, out := r.itr(inner); v != actRedirect || !bytes.Equal(out[14:], inner) {
+		t.Fatalf("miss: verdict %d, packet changed: %v", v, !bytes.Equal(out[14:], inner))
+	}
+	if m := <-r.dp.Misses(); m.EID != hostB.Addr() {
+		t.Errorf("miss %+v", m)
+	}
+	released := func() (uint32, []byte) {
+		return r.run(r.dp.objs.Itr, hold, eth(r.dp.hold.mac, hostMAC, ethIPv4, inner))
+	}
+	if v, _ := released(); v != actShot {
+		t.Errorf("released without an entry: verdict %d, want drop", v)
+	}
+
+	r.put("10.2.0.0/16", Entry{Action: Hold, Paths: []Path{rloc("198.51.100.1", 1, 100)}})
+	if v, out := r.itr(inner); v != actRedirect || !bytes.Equal(out[14:], inner) {
+		t.Errorf("entry of action hold: verdict %d, packet changed: %v", v, !bytes.Equal(out[14:], inner))
+	}
+	v, out := released()
+	want := r.wantFrame(netip.MustParseAddr("198.51.100.1"), lisp.DataHeader{NoncePresent: true}, inner, protoUDP, hostA, hostB)
+	if v != actRedirect || !bytes.Equal(maskNonce(out), want) {
+		t.Errorf("released: verdict %d, frame\n got %x\nwant %x", v, maskNonce(out), want)
+	}
+	r.put("10.2.0.0/16", Entry{Action: Hold})
+	if v, out := released(); v != actOK || !bytes.Equal(out[14:], inner) {
+		t.Errorf("released by an entry without paths: verdict %d, want it left to the kernel", v)
+	}
+	c := r.counters()
+	if c["itr_held"] != 2 || c["itr_released"] != 2 || c["itr_miss_dropped"] != 1 || c["itr_encapsulated"] != 1 ||
+		c["itr_natively_forwarded"] != 1 {
 		t.Errorf("counters %v", nonZero(c))
 	}
 }

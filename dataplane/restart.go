@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
-	"strconv"
 
 	"github.com/cilium/ebpf"
 )
@@ -175,7 +174,7 @@ func (d *Dataplane) pin() error {
 		}
 	}
 	for _, a := range d.links {
-		if err := a.link.Pin(p.file("link-" + strconv.Itoa(a.ifindex))); err != nil {
+		if err := a.link.Pin(p.file(a.pin)); err != nil {
 			return fmt.Errorf("dataplane: pin the link of interface %d: %w", a.ifindex, err)
 		}
 	}

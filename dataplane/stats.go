@@ -27,7 +27,7 @@ var counterNames = []string{
 	"rtr_ambiguous",
 	"subflow_new", "subflow_join", "subflow_join_unknown_token", "subflow_bound", "subflow_rebound",
 	"subflow_reset", "subflow_fin", "subflow_tokens_learned",
-	"itr_ttl_expired",
+	"itr_ttl_expired", "etr_decapsulated_xdp", "itr_held", "itr_released", "rtr_held", "rtr_released",
 }
 
 // Counters reads the packet counters.
@@ -57,6 +57,12 @@ func (d *Dataplane) Counters() (Counters, error) {
 			c[fmt.Sprintf("%s_path%d_packets", m.name, i)] = pkts
 			c[fmt.Sprintf("%s_path%d_bytes", m.name, i)] = bytes
 		}
+	}
+	if d.hold != nil {
+		c["itr_held_lost"] = d.hold.lost.Load()
+	}
+	if d.holdRTR != nil {
+		c["rtr_held_lost"] = d.holdRTR.lost.Load()
 	}
 	return c, nil
 }

@@ -1,12 +1,14 @@
 // Package dataplane is the forwarding half of lispd's xtr and rtr roles:
 // eBPF programs (C, in bpf/) attached to tc ingress that encapsulate
-// (ITR), decapsulate (ETR) and re-encapsulate along Explicit Locator
-// Paths (RTR), a map-cache in BPF maps that the control plane fills, and
-// the MPTCP subflow table that keeps each subflow on its own path.
+// (ITR), decapsulate (ETR, also in XDP ahead of GRO on the interfaces
+// named) and re-encapsulate along Explicit Locator Paths (RTR), a
+// map-cache in BPF maps that the control plane fills, and the MPTCP
+// subflow table that keeps each subflow on its own path.
 //
-// The control plane drives it through Put and Delete and learns of
-// map-cache misses from Misses; everything else (which packets are
-// encapsulated to where) is decided in the kernel.
+// The control plane drives it through Put and Delete, learns of
+// map-cache misses from Misses, and holds the packets that missed
+// (Held) until it releases them (Release); everything else (which
+// packets are encapsulated to where) is decided in the kernel.
 package dataplane
 
 import (
@@ -36,9 +38,13 @@ const (
 	// SendMapRequest drops packets and reports a miss (rate-limited), as
 	// when there is no entry at all.
 	SendMapRequest
+	// Hold hands the site's packets to the control plane (Held), behind
+	// those it holds, while it releases these: what it releases takes
+	// the entry's paths, or is forwarded natively when it has none.
+	Hold
 )
 
-var actionNames = [...]string{"encapsulate", "natively-forward", "drop", "send-map-request"}
+var actionNames = [...]string{"encapsulate", "natively-forward", "drop", "send-map-request", "hold"}
 
 func (a Action) String() string {
 	if int(a) < len(actionNames) {

@@ -154,7 +154,7 @@ func TestRTRPreviousHop(t *testing.T) {
 // The last hop of an ELP decapsulates; an RTR drops what it has no
 // mapping for and asks for it.
 func TestRTRLastHopAndMiss(t *testing.T) {
-	r := newRig(t, config.Dataplane{EIDInterfaces: []string{}}, Options{RTR: true})
+	r := newRig(t, config.Dataplane{EIDInterfaces: []string{}, Miss: "drop"}, Options{RTR: true})
 	r.put("10.2.0.0/16", Entry{Paths: []Path{elp(1, 50, "198.51.100.10", "192.0.2.1")}})
 	inner := udp(hostA, hostB, 60, []byte("x"))
 	if v, _ := r.underlay(encapsulated(netip.MustParseAddr("198.51.100.10"), ourV4, 30, lisp.DataHeader{}, inner)); v != actOK {
@@ -173,6 +173,45 @@ func TestRTRLastHopAndMiss(t *testing.T) {
 		t.Errorf("TTL 1: verdict %d, want drop", v)
 	}
 	if c := r.counters(); c["etr_decapsulated"] != 1 || c["rtr_miss"] != 1 || c["rtr_ttl_expired"] != 1 {
+		t.Errorf("counters %v", nonZero(c))
+	}
+}
+
+// With miss: hold, an RTR hands what it has no entry for to its hold
+// device, and what an entry of action Hold sends on; what comes back
+// through the device is sent on, and never handed over again.
+func TestRTRHolds(t *testing.T) {
+	r := newRig(t, config.Dataplane{EIDInterfaces: []string{}}, Options{RTR: true, MissInterval: time.Hour})
+	if r.dp.hold != nil || r.dp.holdRTR == nil {
+		t.Fatalf("hold devices: the ITR's %v, the RTR's %v", r.dp.hold, r.dp.holdRTR)
+	}
+	hold := r.dp.holdRTR.ifindex
+	hdr := lisp.DataHeader{NoncePresent: true, Nonce: 0xabcdef}
+	hdr.SetPathID(1)
+	in := encapsulated(netip.MustParseAddr("198.51.100.10"), ourV4, 30, hdr, udp(hostA, hostB, 60, []byte("x")))
+	if v, out := r.underlay(in); v != actRedirect || !bytes.Equal(out[14:], in) {
+		t.Fatalf("miss: verdict %d, packet changed: %v", v, !bytes.Equal(out[14:], in))
+	}
+	if m := <-r.dp.Misses(); m.EID != hostB.Addr() {
+		t.Errorf("miss %+v", m)
+	}
+	released := func() (uint32, []byte) {
+		return r.run(r.dp.objs.Underlay, hold, eth(r.dp.holdRTR.mac, nextHopMAC, ethIPv4, in))
+	}
+	if v, _ := released(); v != actShot {
+		t.Errorf("released without an entry: verdict %d, want drop", v)
+	}
+	r.put("10.2.0.0/16", Entry{Action: Hold, Paths: []Path{elp(1, 50, "198.51.100.10", "192.0.2.1", "203.0.113.20", "203.0.113.1")}})
+	if v, out := r.underlay(in); v != actRedirect || !bytes.Equal(out[14:], in) {
+		t.Errorf("entry of action hold: verdict %d, packet changed: %v", v, !bytes.Equal(out[14:], in))
+	}
+	v, out := released()
+	want := encap(ourV4, netip.MustParseAddr("203.0.113.20"), 0xc123, 29, 0, lispHeader(hdr), udp(hostA, hostB, 60, []byte("x")))
+	if v != actRedirect || !bytes.Equal(out[14:], want) {
+		t.Errorf("released: verdict %d, packet\n got %x\nwant %x", v, out[14:], want)
+	}
+	c := r.counters()
+	if c["rtr_held"] != 2 || c["rtr_released"] != 1 || c["rtr_miss"] != 2 || c["rtr_reencapsulated"] != 1 {
 		t.Errorf("counters %v", nonZero(c))
 	}
 }

@@ -188,7 +188,7 @@ func TestOverlay(t *testing.T) {
 
 	t.Run("the first packets miss, resolve and pass", func(t *testing.T) {
 		// UDP from many ports (flows that hash to either ELP) until each
-		// is echoed: the first datagrams are dropped while xtrA resolves
+		// is echoed: the first datagrams are held while xtrA resolves
 		// 10.2.0.1, the RTRs the EIDs they carry, xtrB 10.1.0.1.
 		if err := echoFlows(o.hostA, o.hostB, "10.2.0.1:7", 16); err != nil {
 			t.Fatal(err)

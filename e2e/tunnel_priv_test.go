@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/amptcp/amptcp/daemon"
+	"github.com/amptcp/amptcp/internal/tcpinfo"
 	"github.com/amptcp/amptcp/internal/testnet"
 )
 
@@ -232,7 +233,10 @@ map-server:
 // site b registers an ELP through the RTR, so xtrA encapsulates to the RTR,
 // whose data plane misses on the inner destination; its lispd resolves it
 // and the RTR re-encapsulates to xtrB. The way back is a plain RLOC,
-// routed through the RTR's node as any IP packet.
+// routed through the RTR's node as any IP packet. The first connection
+// meets a miss at every router on its way (xtrA and the RTR for its SYN,
+// xtrB for the SYN-ACK): each holds the packet until its mapping is in,
+// and the connection opens without a retransmission.
 //
 //	hostA 10.1.0.1 -- xtrA 192.0.2.1 -- 192.0.2.2 rtr 192.0.2.5 -- 192.0.2.6 xtrB -- hostB 10.2.0.1
 func TestRTROnExplicitLocatorPath(t *testing.T) {
@@ -285,6 +289,14 @@ map-cache: {map-resolvers: [192.0.2.1], probe-interval: 0s}
 		return a.XTR.MapServers[0].State == "registered" && b.XTR.MapServers[0].State == "registered"
 	})
 
+	if n := firstConnection(t, s.hostA, s.hostB, "10.2.0.1"); n != 0 {
+		t.Errorf("the first connection retransmitted %d segments", n)
+	}
+	for name, held := range map[string]string{sockA: "itr_held", sockR: "rtr_held", sockB: "itr_held"} {
+		if c := tunnelStatus(t, name).Dataplane.Counters; c[held] == 0 {
+			t.Errorf("%s: %s = 0: %v", name, held, c)
+		}
+	}
 	s.transferTCP(t, 4<<20)
 
 	a, r := tunnelStatus(t, sockA), tunnelStatus(t, sockR)
@@ -313,4 +325,28 @@ map-cache: {map-resolvers: [192.0.2.1], probe-interval: 0s}
 		p := tunnelStatus(t, sockA).Probes
 		return len(p) == 2 && p[0].Address == "192.0.2.2" && p[0].Up && p[0].Answered > 0 && p[1].Answered > 0
 	})
+}
+
+// firstConnection opens a TCP connection from a node to a server on
+// another and returns how many segments (SYNs) it retransmitted before
+// it was established.
+func firstConnection(t *testing.T, from, to *testnet.Node, server string) uint32 {
+	t.Helper()
+	ln, err := to.Listen("tcp", net.JoinHostPort(server, "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c, err := from.Dial(ctx, &net.Dialer{}, "tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	n, err := tcpinfo.Retransmits(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

@@ -141,12 +141,10 @@ func TestUpDown(t *testing.T) {
 		}
 	}
 
-	// Plain TCP connections first: their first SYNs and SYN-ACKs are
-	// dropped while the xTRs (and the RTR, for the flows that hash onto
-	// its ELP) resolve each other's sites, which would make an MPTCP
-	// connection fall back to TCP (net.mptcp.syn_retrans_before_tcp_fallback).
-	// Several, from other ports, so that every path is resolved: as the
-	// runner warms a lab.
+	// Plain TCP connections first, several, from other ports, so that
+	// every path is resolved, as the runner warms a lab for steady state:
+	// the routers hold the first packets while they resolve each other's
+	// sites, so that nothing is lost either way.
 	if err := warmPair(context.Background(), st.Prefix+"client", st.Prefix+"server", "10.2.0.2:5201"); err != nil {
 		t.Fatal(err)
 	}

@@ -18,9 +18,10 @@ import (
 	"github.com/amptcp/amptcp/lab/traffic"
 )
 
-// warmTimeout bounds the warm-up exchange of a pair of hosts: the first
-// SYN and SYN-ACK are lost to map-cache misses, each costing a
-// retransmission timeout (1 s, then 2 s).
+// warmTimeout bounds the warm-up exchange of a pair of hosts: the
+// routers hold its first packets while they resolve the sites (miss:
+// hold), a map-resolver's round trip or two; a mapping system that does
+// not answer costs retransmission timeouts (1 s, then 2 s).
 const warmTimeout = 20 * time.Second
 
 // sinkLinger is how long a background flow's sink waits for its last
@@ -221,10 +222,11 @@ func (sv *servers) stop() {
 const warmConnections = 8
 
 // warm opens plain TCP connections between the two hosts of each flow
-// and exchanges a byte on each: their SYNs and SYN-ACKs, lost to the
-// map-cache misses of the xTRs and RTRs, are retransmitted until the
-// caches hold both sites; an MPTCP connection whose SYN is lost twice
-// would fall back to TCP.
+// and exchanges a byte on each, so that the xTRs and RTRs hold both
+// sites' mappings before the flows start: the flows then measure the
+// paths in their steady state, not the resolution of their first
+// packets (which the routers hold while they resolve, so that nothing is
+// lost either way: docs/lab.md).
 func warm(ctx context.Context, plan *topo.Plan, flows []scenario.Planned) error {
 	done := map[[2]string]bool{}
 	for _, f := range flows {

@@ -54,6 +54,8 @@ var (
 	cacheSMRs     = desc("map_cache_smrs_received_total", "Solicit-Map-Requests received.")
 	cacheEntries  = desc("map_cache_entries", "Map-cache entries now, the site's own prefixes included.")
 	cacheExpired  = desc("map_cache_expired_total", "Map-cache entries whose TTL ran out.")
+	cacheHeld     = desc("map_cache_held_packets_total", "Packets the ITR held while their mappings were resolved, by result: held (all), released, dropped-eid-full, dropped-total-full, dropped-negative, dropped-unresolved, release-errors.", "result")
+	cacheHeldNow  = desc("map_cache_held_packets", "Packets held now.")
 	probesSent    = desc("probes_sent_total", "RLOC probes sent.")
 	probesAnswer  = desc("probes_answered_total", "RLOC probes answered.")
 	probesMissed  = desc("probes_missed_total", "RLOC probes left unanswered until the next.")
@@ -84,7 +86,7 @@ func (l lispd) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{received, unexpected, malformed, oversized, sent, sendErrors, unroutable,
 		registers, notifies, merged, acks, regs, expired, requests, replies, records, forwarded, dropped,
 		xtrRegisters, xtrNotifies, xtrFailures, xtrRequests, xtrSMRs, cacheMisses, cacheRequests, cacheFailed,
-		cacheReplies, cacheRecords, cacheSMRs, cacheEntries, cacheExpired, probesSent, probesAnswer, probesMissed,
+		cacheReplies, cacheRecords, cacheSMRs, cacheEntries, cacheExpired, cacheHeld, cacheHeldNow, probesSent, probesAnswer, probesMissed,
 		probesBad, locatorUp, locatorRTT, locatorMinRTT, dpPackets,
 		teNodes, teEdges, tePairs, teScrapes, teComputations, teChanges, teAnswers, teSMRs, teSlotsFull,
 		teLinkRTT, teLinkMinRTT, teLinkUp, teSetELPs, teSetAge} {
@@ -186,6 +188,8 @@ func collectTunnel(ch chan<- prometheus.Metric, t *daemon.TunnelCounters,
 	counter(cacheSMRs, t.SMRsReceived)
 	gauge(cacheEntries, float64(t.Entries))
 	counter(cacheExpired, t.Expired)
+	byLabel(cacheHeld, t.Held)
+	gauge(cacheHeldNow, float64(t.HeldNow))
 	counter(probesSent, t.ProbesSent)
 	counter(probesAnswer, t.ProbesAnswered)
 	counter(probesMissed, t.ProbesMissed)

@@ -21,6 +21,10 @@
 // 64 KB TSO/GSO super-packets cross the whole chain, and a NIC-like
 // underlay, where the links between routers carry MTU-sized frames and
 // the receiving end aggregates them with GRO.
+//
+// The package also holds `amptcp bench first-packet` (RunFirstPacket):
+// how long a new connection to an EID the ITR has not resolved takes,
+// against the map-resolver's and the path's round trips.
 package dataplane
 
 import (
@@ -45,6 +49,11 @@ type Options struct {
 	Duration time.Duration
 	// Repetitions of every measurement, interleaved (default 3).
 	Repetitions int
+	// Rate caps what iperf3 sends, in Gbit/s over all streams (0: as fast
+	// as it can). At a rate every variant carries, the throughputs say
+	// nothing, but the CPU each spends per Gbit/s compares the paths'
+	// costs on a machine too busy for their top speeds to.
+	Rate float64
 	// Congestion is the TCP congestion control (default cubic; the
 	// kernel's default here is bbr, so it is always set explicitly).
 	Congestion string
@@ -68,6 +77,10 @@ type Options struct {
 	// the forwarding (veth runs it in the sender's context) and a pinned
 	// client cannot move away from another process.
 	Pin bool
+	// BPFStats turns the kernel's BPF run-time statistics on and reports
+	// what lispd's programs took per run, on each router: what the
+	// paths' costs come from. They add a little to each run.
+	BPFStats bool
 	// Keep keeps the temporary directory with lispd's configurations,
 	// every program's log and iperf3's JSON output.
 	Keep bool
@@ -126,7 +139,7 @@ func (o *Options) Validate() error {
 	for i, v := range o.Variants {
 		switch {
 		case variantByName(v) == nil:
-			errs = append(errs, fmt.Errorf("variants: unknown variant %q (want some of %s)", v, strings.Join(VariantNames(), ", ")))
+			errs = append(errs, fmt.Errorf("variants: unknown variant %q (want some of %s)", v, strings.Join(allVariantNames(), ", ")))
 		case slices.Index(o.Variants, v) != i:
 			errs = append(errs, fmt.Errorf("variants: %s named twice", v))
 		}
@@ -149,6 +162,9 @@ func (o *Options) Validate() error {
 	}
 	if o.Duration < time.Second || o.Duration > time.Hour || o.Duration%time.Second != 0 {
 		errs = append(errs, fmt.Errorf("duration: %s is not a whole number of seconds between 1s and 1h (iperf3 counts seconds)", o.Duration))
+	}
+	if o.Rate < 0 || o.Rate > 1000 {
+		errs = append(errs, fmt.Errorf("rate: %g Gbit/s is not between 0 (no cap) and 1000", o.Rate))
 	}
 	if o.Repetitions < 1 || o.Repetitions > 100 {
 		errs = append(errs, fmt.Errorf("repetitions: %d is not between 1 and 100", o.Repetitions))

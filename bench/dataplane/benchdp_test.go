@@ -40,7 +40,7 @@ func TestOptionsErrors(t *testing.T) {
 		t.Fatal("no error")
 	}
 	for _, want := range []string{
-		`variants: unknown variant "gre" (want some of plain, plain-3, vxlan, lisp, lisp-rtr)`,
+		`variants: unknown variant "gre" (want some of plain, plain-3, vxlan, lisp, lisp-rtr, plain-xdp)`,
 		"variants: plain named twice",
 		`profiles: unknown profile "jumbo" (want some of gso, wire)`,
 		"streams: 0 is not between 1 and 128",

@@ -108,6 +108,9 @@ func (r *run) iperf(ctx context.Context, p *path, res *Measurement) error {
 	if r.pin.client >= 0 {
 		argv = append(argv, "-A", strconv.Itoa(r.pin.client))
 	}
+	if o.Rate > 0 { // iperf3's -b is per stream
+		argv = append(argv, "-b", strconv.FormatFloat(o.Rate*1e3/float64(res.Streams), 'f', 0, 64)+"M")
+	}
 	name := fmt.Sprintf("%s-%s-%dstreams-rep%d", res.Variant, res.Profile, res.Streams, res.Repetition)
 	out := filepath.Join(r.dir, name+".json")
 	outf, err := os.Create(out)
@@ -129,6 +132,12 @@ func (r *run) iperf(ctx context.Context, p *path, res *Measurement) error {
 	own := slices.Clone(r.softirqd)
 	for _, pr := range p.procs {
 		own = append(own, pr.pid())
+	}
+	var progsBefore programRuns
+	if o.BPFStats {
+		if progsBefore, err = p.bpfRuns(); err != nil {
+			return err
+		}
 	}
 	ownBefore := ticksOf(own)
 	statBefore, err := readCPUStat()
@@ -152,6 +161,13 @@ func (r *run) iperf(ctx context.Context, p *path, res *Measurement) error {
 		return err
 	}
 	ownTicks := ticksOf(own) - ownBefore
+	if o.BPFStats {
+		progsAfter, err := p.bpfRuns()
+		if err != nil {
+			return err
+		}
+		res.Programs = progsAfter.since(progsBefore)
+	}
 	srvAfter, err := p.server.Counters(p.serverLink.Iface(p.server))
 	if err != nil {
 		return err

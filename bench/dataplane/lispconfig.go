@@ -13,7 +13,12 @@ const (
 
 // mapServerConfig is the lispd of the mapping system: map-server and
 // map-resolver for both sites, answering for their ETRs (proxy-reply).
-func mapServerConfig(sock, listen string) string {
+// Site b may register more-specifics of the prefixes in moreB too.
+func mapServerConfig(sock, listen string, moreB ...string) string {
+	more := ""
+	for _, p := range moreB {
+		more += ", {prefix: " + p + ", accept-more-specifics: true}"
+	}
 	return `# amptcp bench dataplane: the mapping system
 roles: [map-server, map-resolver]
 listen: ["` + listen + `"]
@@ -26,7 +31,7 @@ map-server:
       eid-prefixes: [{prefix: ` + siteA + `}]
     - name: site-b
       keys: [{id: 0, algorithm: hmac-sha256, secret: "` + keySiteB + `"}]
-      eid-prefixes: [{prefix: ` + siteB + `}]
+      eid-prefixes: [{prefix: ` + siteB + `}` + more + `]
 map-resolver:
   rate-limit: {per-second: 0}
 `
@@ -42,6 +47,12 @@ type xtrSpec struct {
 	key       string   // the site's
 	elp       []string // if not empty, the site is registered with this ELP (RTRs, then rloc) instead of rloc alone
 	resolver  string   // map-resolver and map-server
+	// xdp decapsulates in XDP on the RLOC interface (dataplane.xdp-interfaces).
+	xdp bool
+	// miss is dataplane.miss ("": the default); more are more EID-prefixes
+	// of the site, each registered as a mapping of its own.
+	miss string
+	more []string
 }
 
 // xtrConfig is the lispd of a site's edge router: ITR for its host's
@@ -53,6 +64,17 @@ func xtrConfig(x xtrSpec) string {
 	} else {
 		loc = fmt.Sprintf("{address: %s, priority: 1, weight: 100}", x.rloc)
 	}
+	xdp := ""
+	if x.xdp {
+		xdp = "\n  xdp-interfaces: [" + x.rlocIface + "]"
+	}
+	if x.miss != "" {
+		xdp += "\n  miss: " + x.miss
+	}
+	more := ""
+	for _, p := range x.more {
+		more += "\n    - {eid-prefix: " + p + ", locators: [" + loc + "]}"
+	}
 	return `# amptcp bench dataplane: the xTR of ` + x.eidPrefix + `
 roles: [xtr]
 listen: ["` + x.rloc + `"]
@@ -60,13 +82,13 @@ log: {level: info}
 control: {socket: "` + x.sock + `"}
 dataplane:
   eid-interfaces: [` + x.eidIface + `]
-  rloc-interfaces: [` + x.rlocIface + `]
+  rloc-interfaces: [` + x.rlocIface + `]` + xdp + `
 map-cache:
   map-resolvers: ["` + x.resolver + `"]
 xtr:
   database-mappings:
     - eid-prefix: ` + x.eidPrefix + `
-      locators: [` + loc + `]
+      locators: [` + loc + `]` + more + `
   map-servers:
     - {address: "` + x.resolver + `", key-id: 0, algorithm: hmac-sha256, secret: "` + x.key + `", proxy-reply: true}
 `

@@ -72,15 +72,18 @@ func (p *path) setUpLISP(ctx context.Context, lispd, dir string, deadline time.T
 		daemons = append(daemons, lispdSpec{p.r2, "rtr", rtr, sock("r2")})
 	}
 	daemons = append(daemons, lispdSpec{p.r3, "xtr", xtrConfig(x3), x3.sock}, lispdSpec{p.r1, "xtr", xtrConfig(x1), x1.sock})
+	p.xtrs = []*xtrRun{{spec: x3, nd: p.r3}, {spec: x1, nd: p.r1}}
 
 	for _, d := range daemons {
 		what := fmt.Sprintf("lispd %s on %s", d.role, d.nd.Name)
-		if _, err := config.Parse([]byte(d.cfg)); err != nil {
-			return fmt.Errorf("check the configuration of %s: %w", what, err)
-		}
 		cfgPath := filepath.Join(dir, name+"-"+d.nd.Name+".yaml")
-		if err := os.WriteFile(cfgPath, []byte(d.cfg), 0o600); err != nil {
-			return fmt.Errorf("write the configuration of %s: %w", what, err)
+		if err := writeConfig(what, cfgPath, d.cfg); err != nil {
+			return err
+		}
+		for _, x := range p.xtrs {
+			if x.nd == d.nd {
+				x.cfgPath = cfgPath
+			}
 		}
 		pr, err := startIn(d.nd.NS, what, []string{lispd, "-config", cfgPath}, filepath.Join(dir, name+"-"+d.nd.Name+"-lispd.log"), nil)
 		if err != nil {
@@ -105,6 +108,64 @@ func (p *path) setUpLISP(ctx context.Context, lispd, dir string, deadline time.T
 			return err
 		}
 	}
+	return nil
+}
+
+// writeConfig checks a lispd configuration and writes it.
+func writeConfig(what, path, cfg string) error {
+	if _, err := config.Parse([]byte(cfg)); err != nil {
+		return fmt.Errorf("check the configuration of %s: %w", what, err)
+	}
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		return fmt.Errorf("write the configuration of %s: %w", what, err)
+	}
+	return nil
+}
+
+// xtrRun is an xTR's lispd, whose configuration the profiles change.
+type xtrRun struct {
+	spec    xtrSpec
+	nd      *nsnet.Node
+	cfgPath string
+}
+
+// setXDP gives the xTRs' lispds the configuration with decapsulation in
+// XDP or without, as a profile wants, with `lispd restart` (the data
+// plane forwards on meanwhile), and waits until the new lispds answer.
+func (p *path) setXDP(on bool, timeout time.Duration) error {
+	if len(p.xtrs) == 0 || p.xdp == on {
+		return nil
+	}
+	for _, x := range p.xtrs {
+		what := "lispd xtr on " + x.nd.Name
+		x.spec.xdp = on
+		if err := writeConfig(what, x.cfgPath, xtrConfig(x.spec)); err != nil {
+			return err
+		}
+		before, err := daemon.QueryStatus(x.spec.sock)
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		var rs daemon.RestartStatus
+		if err := daemon.Ask(x.spec.sock, "restart", &rs); err != nil {
+			return fmt.Errorf("restart %s: %w", what, err)
+		}
+		deadline := time.Now().Add(timeout)
+		for {
+			st, err := daemon.QueryStatus(x.spec.sock)
+			if err == nil && !st.Started.Equal(before.Started) {
+				break
+			}
+			if dead := p.dead(); dead != nil {
+				return dead
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("restart %s: no new lispd answered within %s%s", what, timeout, p.logTails())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	p.xdp = on
 	return nil
 }
 

@@ -51,9 +51,14 @@ func getOffloads(iface string) (Offloads, error) {
 }
 
 // setOffloads sets the offloads of iface in the calling thread's
-// namespace; each is read back.
+// namespace; each is read back. One that is already as wanted is left
+// alone: the kernel may have fixed it (a veth whose peer runs XDP cannot
+// turn TSO on, nor off again).
 func setOffloads(iface string, want Offloads) error {
 	for _, f := range want.fields() {
+		if on, err := ethtool.Get(iface, f.o); err == nil && on == *f.to {
+			continue
+		}
 		if err := ethtool.Set(iface, f.o, *f.to); err != nil {
 			return fmt.Errorf("set offloads of %s to %s: %w", iface, want, err)
 		}

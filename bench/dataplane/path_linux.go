@@ -3,8 +3,10 @@ package dataplane
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strings"
+	"time"
 
 	"github.com/vishvananda/netlink"
 
@@ -28,8 +30,13 @@ type path struct {
 	// lastHop is the underlay link into r3.
 	serverLink, lastHop *nsnet.Veth
 	procs               []*process // lispds, then the iperf3 server
-	iperfServer         *process
-	devices             []device // other than veths: VXLAN
+	// xtrs are the lisp variants' xTRs; xdp says whether they
+	// decapsulate in XDP now (a profile's choice).
+	xtrs        []*xtrRun
+	xdp         bool
+	passXDP     io.Closer // plain-xdp's program on r3, while attached
+	iperfServer *process
+	devices     []device // other than veths: VXLAN
 }
 
 // device is an interface the bench created in a node, removed by name.
@@ -177,8 +184,16 @@ func (p *path) readDefaults() error {
 	})
 }
 
-// apply sets the profile's offloads on both ends of every underlay link.
-func (p *path) apply(prof *Profile) error {
+// apply sets the profile's offloads on both ends of every underlay link,
+// and configures the xTRs of a lisp variant for it. The xTRs go first:
+// on a veth, XDP fixes the peer's TSO off while it is attached.
+func (p *path) apply(prof *Profile, timeout time.Duration) error {
+	if err := p.setXDP(prof.XDP, timeout); err != nil {
+		return fmt.Errorf("profile %s: %w", prof.Name, err)
+	}
+	if err := p.setPassXDP(prof.XDP); err != nil {
+		return fmt.Errorf("profile %s: %w", prof.Name, err)
+	}
 	want := p.defaults
 	if prof.Underlay != nil {
 		want = *prof.Underlay
@@ -210,6 +225,10 @@ func (p *path) stopAll() {
 func (p *path) close() error {
 	p.stopAll()
 	var errs []error
+	if p.passXDP != nil {
+		errs = append(errs, p.passXDP.Close())
+		p.passXDP = nil
+	}
 	for _, d := range p.devices {
 		if link, err := d.nd.NL.LinkByName(d.name); err == nil {
 			if err := d.nd.NL.LinkDel(link); err != nil {

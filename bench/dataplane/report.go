@@ -13,8 +13,12 @@ import (
 // numbers come from.
 func WriteText(w io.Writer, r *Result) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Data paths on veth chains: iperf3 TCP (%s), %gs runs, medians of %d repetition%s taken in turns\n",
-		r.Congestion, r.Seconds, r.Repetitions, plural(r.Repetitions))
+	capped := ""
+	if r.Rate > 0 {
+		capped = fmt.Sprintf(" capped at %g Gbit/s", r.Rate)
+	}
+	fmt.Fprintf(&b, "Data paths on veth chains: iperf3 TCP (%s)%s, %gs runs, medians of %d repetition%s taken in turns\n",
+		r.Congestion, capped, r.Seconds, r.Repetitions, plural(r.Repetitions))
 	for _, p := range r.Profiles {
 		fmt.Fprintf(&b, "\nprofile %s: %s\n", p.Name, wrap(p.Description, 96, "  "))
 		row := func(cols ...string) { b.WriteString(columns(tableCols, cols) + "\n") }
@@ -40,13 +44,17 @@ func WriteText(w io.Writer, r *Result) error {
 				fmt.Fprintf(&b, "  %-9s %7s  only %d of %d runs measured: %s\n", "", "", s.Runs, r.Repetitions, firstLine(s.Error))
 			}
 		}
+		writePrograms(&b, r, p.Name)
 	}
 	if len(r.Targets) > 0 {
-		fmt.Fprintf(&b, "\ntargets (ratios: medians over the repetitions of the paired runs' goodputs)\n")
+		fmt.Fprintf(&b, "\ntargets (ratios: medians over the repetitions of the paired runs' goodputs; CPU: of their own CPU/Gbit/s)\n")
 		for _, t := range r.Targets {
 			measured := "-"
 			if t.Ratio != nil {
 				measured = ratioText(*t.Ratio) + " × " + variantRef(r, t.Variant)
+				if t.Name == "CPU" {
+					measured += "'s"
+				}
 			}
 			if t.VsVXLAN != nil {
 				measured += ", " + ratioText(*t.VsVXLAN) + " × vxlan"
@@ -98,6 +106,37 @@ func WriteText(w io.Writer, r *Result) error {
 	b.WriteString("\n")
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writePrograms lists, for each variant and stream count of a profile
+// that has them, lispd's programs' time per run and runs per second.
+func writePrograms(b *strings.Builder, r *Result, profile string) {
+	head := false
+	for _, s := range r.Summaries {
+		if s.Profile != profile || len(s.Programs) == 0 {
+			continue
+		}
+		if !head {
+			fmt.Fprintf(b, "  lispd's programs, ns per run (runs per second):\n")
+			head = true
+		}
+		var parts []string
+		for _, p := range s.Programs {
+			parts = append(parts, fmt.Sprintf("%s %s %.0f (%s)", p.Router, p.Program, p.NsPerRun, perSecond(float64(p.Runs)/r.Seconds)))
+		}
+		fmt.Fprintf(b, "  %-9s %7d  %s\n", s.Variant, s.Streams, strings.Join(parts, ", "))
+	}
+}
+
+// perSecond writes a rate with a k or M suffix.
+func perSecond(v float64) string {
+	switch {
+	case v >= 1e6:
+		return strconv.FormatFloat(v/1e6, 'f', 2, 64) + "M"
+	case v >= 1e3:
+		return strconv.FormatFloat(v/1e3, 'f', 1, 64) + "k"
+	}
+	return strconv.FormatFloat(v, 'f', 0, 64)
 }
 
 // column is a column of a text table: its width in characters (runes,

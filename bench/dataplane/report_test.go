@@ -28,6 +28,10 @@ func sampleResult() *Result {
 					}
 					m := measured(rep, p, v, st, g)
 					m.CPU = CPUUse{Busy: 10, Idle: 5, Steal: 5}
+					if v == "lisp" {
+						m.Programs = []ProgramRuns{{Router: "r1", Program: "itr", Runs: 300000, NsPerRun: 500 + float64(rep)},
+							{Router: "r3", Program: "underlay_xdp", Runs: 1000, NsPerRun: 150}}
+					}
 					r.Runs = append(r.Runs, m)
 				}
 			}
@@ -58,6 +62,8 @@ func TestWriteText(t *testing.T) {
 		"  lisp-rtr        1  did not come up: lispd xtr on r1 exited: exit status 1",
 		"  gso   1 stream  ITR/ETR: lisp      ≥ 0.95 × plain and > vxlan     1.04 × plain, 1.24 × vxlan   MET\n",
 		"  wire  4 streams ITR/ETR: lisp      ≥ 0.95 × plain and > vxlan     0.52 × plain, 0.62 × vxlan   MISSED\n",
+		"  lispd's programs, ns per run (runs per second):\n  lisp            1  r1 itr 502 (30.0k), r3 underlay_xdp 150 (100)\n",
+		"  wire  4 streams CPU:     lisp      ≤ 1.10 × plain's CPU/Gbit/s    1.91 × plain's               MISSED\n",
 		"  gso   1 stream  RTR:     lisp-rtr  ≥ 0.95 × plain-3               -                            NOT MEASURED (lisp-rtr did not come up)\n",
 		"variants that did not come up:\n  lisp-rtr: lispd xtr on r1 exited: exit status 1\n    lispd's log ends with:\n      dataplane: not implemented yet",
 		"The host stole 25% of the CPU time",
@@ -116,7 +122,7 @@ func TestResultJSON(t *testing.T) {
 	if len(j.Summaries) != 20 || j.Summaries[4].Variant != "vxlan" || j.Summaries[4].Ratio == nil {
 		t.Errorf("summaries: %+v", j.Summaries)
 	}
-	if len(j.Targets) != 8 || len(j.Variants) != 5 || j.Variants[4].Up || j.Variants[4].Error == "" {
+	if len(j.Targets) != 16 || len(j.Variants) != 5 || j.Variants[4].Up || j.Variants[4].Error == "" {
 		t.Errorf("targets %+v, variants %+v", j.Targets, j.Variants)
 	}
 	if j.Profiles[0].Underlay != nil || *j.Profiles[1].Underlay != (Offloads{TSO: false, GSO: false, GRO: true}) {

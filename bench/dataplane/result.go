@@ -9,12 +9,16 @@ const (
 	// TargetRatio is the least share of its reference's throughput that
 	// lispd's paths must reach: lisp of plain, lisp-rtr of plain-3.
 	TargetRatio = 0.95
+	// TargetCPURatio is the most CPU per Gbit/s (the bench's own) that
+	// lispd's paths may spend, as a share of their reference's.
+	TargetCPURatio = 1.1
 )
 
 // Result is what `amptcp bench dataplane` measured; its JSON is the
 // --json output.
 type Result struct {
-	Seconds     float64         `json:"duration_seconds"` // of each iperf3 run
+	Seconds     float64         `json:"duration_seconds"`    // of each iperf3 run
+	Rate        float64         `json:"rate_gbps,omitempty"` // iperf3's cap, over all streams; 0: none
 	Repetitions int             `json:"repetitions"`
 	Streams     []int           `json:"streams"`
 	Congestion  string          `json:"congestion"`
@@ -67,6 +71,9 @@ type Measurement struct {
 	CPUPerGbps    float64 `json:"cpu_per_gbps"`
 	OwnCPUPerGbps float64 `json:"own_cpu_per_gbps"`
 	WallSeconds   float64 `json:"wall_seconds"`
+	// Programs are lispd's programs' runs during the run, by router
+	// (Options.BPFStats).
+	Programs []ProgramRuns `json:"programs,omitempty"`
 }
 
 // CPUUse is CPU time spent during a run, in seconds, summed over CPUs.
@@ -113,17 +120,21 @@ type Summary struct {
 	// same repetition (nil when no repetition measured both).
 	Reference string   `json:"reference,omitempty"`
 	Ratio     *float64 `json:"ratio_to_reference,omitempty"`
+	// Programs are the medians of the runs' Programs, by router and
+	// program.
+	Programs []ProgramRuns `json:"programs,omitempty"`
 }
 
 // Target is one performance target in one profile and stream count.
 type Target struct {
-	Name    string   `json:"name"` // "ITR/ETR", "RTR"
-	Profile string   `json:"profile"`
-	Streams int      `json:"streams"`
-	Variant string   `json:"variant"`
-	Want    string   `json:"want"`
-	Status  string   `json:"status"` // MET, MISSED, NOT MEASURED
-	Reason  string   `json:"reason,omitempty"`
+	Name    string `json:"name"` // "ITR/ETR", "RTR"; "CPU" for CPU per Gbit/s
+	Profile string `json:"profile"`
+	Streams int    `json:"streams"`
+	Variant string `json:"variant"`
+	Want    string `json:"want"`
+	Status  string `json:"status"` // MET, MISSED, NOT MEASURED
+	Reason  string `json:"reason,omitempty"`
+	// Ratio is of the goodputs, or of the CPU per Gbit/s for "CPU".
 	Ratio   *float64 `json:"ratio_to_reference,omitempty"`
 	VsVXLAN *float64 `json:"ratio_to_vxlan,omitempty"` // ITR/ETR only
 }
@@ -213,6 +224,11 @@ func (r *Result) summarize() {
 			if t, ok := r.target(runs, p.Name, st, "lisp-rtr"); ok {
 				r.Targets = append(r.Targets, t)
 			}
+			for _, v := range []string{"lisp", "lisp-rtr"} {
+				if t, ok := r.cpuTarget(runs, p.Name, st, v); ok {
+					r.Targets = append(r.Targets, t)
+				}
+			}
 		}
 	}
 }
@@ -246,22 +262,54 @@ func summary(k key, runs []Measurement) Summary {
 	s.Mpps, s.BytesPerPacket = median(mpps), median(bpp)
 	s.UnderlayMpps, s.UnderlayBytesPerPacket = median(umpps), median(ubpp)
 	s.CPUPerGbps, s.OwnCPUPerGbps, s.Retransmits = median(cpu), median(own), median(retr)
+	s.Programs = programMedians(runs)
 	return s
+}
+
+// programMedians are the medians over runs of each program's runs and
+// time per run.
+func programMedians(runs []Measurement) []ProgramRuns {
+	var order []string
+	by := map[string][]ProgramRuns{}
+	for _, run := range runs {
+		for _, p := range run.Programs {
+			k := p.Router + " " + p.Program
+			if by[k] == nil {
+				order = append(order, k)
+			}
+			by[k] = append(by[k], p)
+		}
+	}
+	var out []ProgramRuns
+	for _, k := range order {
+		ps := by[k]
+		var n, ns []float64
+		for _, p := range ps {
+			n, ns = append(n, float64(p.Runs)), append(ns, p.NsPerRun)
+		}
+		out = append(out, ProgramRuns{Router: ps[0].Router, Program: ps[0].Program, Runs: uint64(median(n)), NsPerRun: median(ns)})
+	}
+	return out
 }
 
 // pairedRatio is the median over repetitions of runs' goodput over the
 // reference's in the same repetition, or nil without a pair.
 func pairedRatio(runs, refs []Measurement) *float64 {
+	return pairedRatioOf(runs, refs, func(m Measurement) float64 { return m.Gbps })
+}
+
+// pairedRatioOf is pairedRatio of another measure.
+func pairedRatioOf(runs, refs []Measurement, of func(Measurement) float64) *float64 {
 	byRep := map[int]float64{}
 	for _, ref := range refs {
-		if ref.Error == "" && ref.Gbps > 0 {
-			byRep[ref.Repetition] = ref.Gbps
+		if ref.Error == "" && of(ref) > 0 {
+			byRep[ref.Repetition] = of(ref)
 		}
 	}
 	var ratios []float64
 	for _, run := range runs {
 		if ref, ok := byRep[run.Repetition]; ok && run.Error == "" {
-			ratios = append(ratios, run.Gbps/ref)
+			ratios = append(ratios, of(run)/ref)
 		}
 	}
 	if len(ratios) == 0 {
@@ -295,6 +343,8 @@ func (r *Result) target(runs map[key][]Measurement, profile string, streams int,
 	switch {
 	case !v.Up:
 		t.Status, t.Reason = NotMeasured, variant+" did not come up"
+	case r.Rate > 0:
+		t.Status, t.Reason = NotMeasured, "--rate caps the goodputs: compare CPU per Gbit/s"
 	case t.Ratio == nil && r.variant(v.Reference) == nil:
 		t.Status, t.Reason = NotMeasured, v.Reference+" was not measured (add it to --variants)"
 	case t.Ratio == nil:
@@ -306,6 +356,31 @@ func (r *Result) target(runs map[key][]Measurement, profile string, streams int,
 	case t.VsVXLAN == nil:
 		t.Status, t.Reason = NotMeasured, "vxlan was not measured with it"
 	case *t.VsVXLAN <= 1:
+		t.Status = Missed
+	default:
+		t.Status = Met
+	}
+	return t, true
+}
+
+// cpuTarget evaluates the CPU target of variant in one profile and
+// stream count: its own CPU per Gbit/s over its reference's in the same
+// repetitions.
+func (r *Result) cpuTarget(runs map[key][]Measurement, profile string, streams int, variant string) (Target, bool) {
+	v := r.variant(variant)
+	if v == nil {
+		return Target{}, false
+	}
+	t := Target{Name: "CPU", Profile: profile, Streams: streams, Variant: variant,
+		Want: "≤ " + ratioText(TargetCPURatio) + " × " + v.Reference + "'s CPU/Gbit/s"}
+	t.Ratio = pairedRatioOf(runs[key{profile, variant, streams}], runs[key{profile, v.Reference, streams}],
+		func(m Measurement) float64 { return m.OwnCPUPerGbps })
+	switch {
+	case !v.Up:
+		t.Status, t.Reason = NotMeasured, variant+" did not come up"
+	case t.Ratio == nil:
+		t.Status, t.Reason = NotMeasured, "no repetition measured both "+variant+" and "+v.Reference
+	case *t.Ratio > TargetCPURatio:
 		t.Status = Missed
 	default:
 		t.Status = Met

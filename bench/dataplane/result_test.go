@@ -92,16 +92,47 @@ func TestSummarize(t *testing.T) {
 		t.Errorf("lisp-rtr: %+v", rtr)
 	}
 
-	if len(r.Targets) != 2 {
+	if len(r.Targets) != 4 {
 		t.Fatalf("targets: %+v", r.Targets)
 	}
-	itr, rtrT := r.Targets[0], r.Targets[1]
+	itr, rtrT, cpu, cpuRTR := r.Targets[0], r.Targets[1], r.Targets[2], r.Targets[3]
 	if itr.Name != "ITR/ETR" || itr.Status != Met || !near(*itr.Ratio, 0.97) || !near(*itr.VsVXLAN, 9.7/8) ||
 		itr.Want != "≥ 0.95 × plain and > vxlan" {
 		t.Errorf("ITR/ETR target: %+v", itr)
 	}
 	if rtrT.Name != "RTR" || rtrT.Status != NotMeasured || rtrT.Reason != "lisp-rtr did not come up" || rtrT.Want != "≥ 0.95 × plain-3" {
 		t.Errorf("RTR target: %+v", rtrT)
+	}
+	// lisp spends 0.5/9.7 per Gbit/s where plain spends 0.5/10.
+	if cpu.Name != "CPU" || cpu.Variant != "lisp" || cpu.Status != Met || !near(*cpu.Ratio, 10/9.7) ||
+		cpu.Want != "≤ 1.10 × plain's CPU/Gbit/s" {
+		t.Errorf("CPU target: %+v", cpu)
+	}
+	if cpuRTR.Variant != "lisp-rtr" || cpuRTR.Status != NotMeasured {
+		t.Errorf("CPU target of lisp-rtr: %+v", cpuRTR)
+	}
+}
+
+// TestTargetsWithARate: with iperf3 capped, every path carries the rate
+// and the goodputs judge nothing; the CPU they spend still does.
+func TestTargetsWithARate(t *testing.T) {
+	all := map[string]bool{"plain": true, "vxlan": true, "lisp": true}
+	r := &Result{Repetitions: 1, Rate: 2, Streams: []int{1}, Profiles: []Profile{Profiles[1]},
+		Variants: variantResults(all, "plain", "vxlan", "lisp")}
+	for v, own := range map[string]float64{"plain": 0.1, "vxlan": 0.15, "lisp": 0.12} {
+		m := measured(1, "wire", v, 1, 2)
+		m.OwnCPUPerGbps = own
+		r.Runs = append(r.Runs, m)
+	}
+	r.summarize()
+	if len(r.Targets) != 2 {
+		t.Fatalf("targets: %+v", r.Targets)
+	}
+	if tg := r.Targets[0]; tg.Status != NotMeasured || tg.Reason != "--rate caps the goodputs: compare CPU per Gbit/s" {
+		t.Errorf("throughput target: %+v", tg)
+	}
+	if tg := r.Targets[1]; tg.Name != "CPU" || tg.Status != Missed || !near(*tg.Ratio, 1.2) {
+		t.Errorf("CPU target: %+v", tg)
 	}
 }
 

@@ -46,6 +46,13 @@ func Run(ctx context.Context, opts Options) (res *Result, err error) {
 		r.pin = cpus()
 	}
 	r.softirqd = softirqThreads()
+	if opts.BPFStats {
+		stats, err := enableBPFStats()
+		if err != nil {
+			return nil, err
+		}
+		defer stats.Close()
+	}
 	if opts.Keep {
 		r.progress("keeping configurations, logs and iperf3's output in %s", dir)
 	} else {
@@ -96,7 +103,7 @@ func (r *run) progress(format string, args ...any) {
 func (r *run) phases(ctx context.Context) (*Result, error) {
 	o := r.opts
 	res := &r.res
-	*res = Result{Seconds: o.Duration.Seconds(), Repetitions: o.Repetitions, Streams: o.Streams, Congestion: o.Congestion}
+	*res = Result{Seconds: o.Duration.Seconds(), Rate: o.Rate, Repetitions: o.Repetitions, Streams: o.Streams, Congestion: o.Congestion}
 	for _, name := range o.Profiles {
 		res.Profiles = append(res.Profiles, *profileByName(name))
 	}
@@ -147,7 +154,11 @@ func (r *run) phases(ctx context.Context) (*Result, error) {
 		for _, pname := range o.Profiles {
 			prof := profileByName(pname)
 			for _, p := range up {
-				applyErr := p.apply(prof)
+				applyErr := p.apply(prof, o.SetupTimeout)
+				if applyErr == nil && p.xtrs != nil {
+					// Traffic passes again once the new lispds took over.
+					_, applyErr = p.waitTraffic(ctx, time.Now().Add(o.SetupTimeout))
+				}
 				for _, st := range o.Streams {
 					n++
 					run := Measurement{Repetition: rep, Profile: prof.Name, Variant: p.variant.Name, Streams: st}
@@ -186,7 +197,7 @@ func (r *run) setUp(ctx context.Context, v *Variant, lispd string, lispdErr erro
 	}
 	var err error
 	switch v.kind {
-	case kindPlain:
+	case kindPlain, kindPlainXDP:
 		err = p.routePlain()
 	case kindVXLAN:
 		err = p.routeVXLAN()

@@ -9,7 +9,9 @@ type Variant struct {
 	// references themselves).
 	Reference   string `json:"reference,omitempty"`
 	Description string `json:"description"`
-	kind        kind
+	// Extra variants are measured only when named (--variants).
+	Extra bool `json:"extra,omitempty"`
+	kind  kind
 }
 
 type kind uint8
@@ -19,6 +21,7 @@ const (
 	kindVXLAN
 	kindLISP
 	kindLISPRTR
+	kindPlainXDP
 )
 
 // Variants are every data path the bench knows, in the order it measures
@@ -34,10 +37,24 @@ var Variants = []Variant{
 		Description: "lispd xtr on r1 (ITR) and r3 (ETR), a lispd map-server/map-resolver on its own node off r1"},
 	{Name: "lisp-rtr", Routers: 3, Reference: "plain-3", kind: kindLISPRTR,
 		Description: "lispd xtr on r1 and r3, lispd rtr on r2; both sites register an ELP through r2"},
+	{Name: "plain-xdp", Routers: 2, Reference: "plain", kind: kindPlainXDP, Extra: true,
+		Description: "plain routing with a pass-through XDP program on r3's underlay in the profiles where lispd's " +
+			"xTRs decapsulate in XDP: what XDP itself costs on a veth (which copies each frame for it)"},
 }
 
-// VariantNames are the names of Variants.
+// VariantNames are the names of the variants measured by default.
 func VariantNames() []string {
+	var names []string
+	for _, v := range Variants {
+		if !v.Extra {
+			names = append(names, v.Name)
+		}
+	}
+	return names
+}
+
+// allVariantNames are the names of every variant.
+func allVariantNames() []string {
 	names := make([]string, len(Variants))
 	for i, v := range Variants {
 		names[i] = v.Name
@@ -61,6 +78,10 @@ type Profile struct {
 	// Underlay is what the ends of the links between routers are set
 	// to; nil leaves veth's defaults.
 	Underlay *Offloads `json:"underlay,omitempty"`
+	// XDP: the lisp variants' xTRs decapsulate in XDP on their RLOC
+	// interfaces (dataplane.xdp-interfaces), as lispd is configured
+	// for an underlay of MTU-sized frames.
+	XDP bool `json:"lispd_xdp"`
 }
 
 // Profiles are the offload profiles (docs/kernel.md, "eBPF LISP
@@ -70,10 +91,11 @@ type Profile struct {
 var Profiles = []Profile{
 	{Name: "gso",
 		Description: "veth defaults on every link (TSO and GSO on, GRO off): 64 KB super-packets cross the whole chain"},
-	{Name: "wire", Underlay: &Offloads{TSO: false, GSO: false, GRO: true},
+	{Name: "wire", Underlay: &Offloads{TSO: false, GSO: false, GRO: true}, XDP: true,
 		Description: "NIC-like underlay: on both ends of every router-to-router link TSO (all variants) and GSO off, " +
 			"so that a router segments what it sends there into MTU-sized frames, and GRO on (veth NAPI), " +
-			"so that the receiving router aggregates them where the kernel has a GRO handler (TCP, VXLAN; not UDP 4341)"},
+			"so that the receiving router aggregates them where the kernel has a GRO handler (TCP, VXLAN; not UDP 4341); " +
+			"lispd's xTRs decapsulate in XDP ahead of GRO (xdp-interfaces), so that the inner TCP is aggregated too"},
 }
 
 // ProfileNames are the names of Profiles.

@@ -23,21 +23,27 @@ client — r1 — [r2] — r3 — server per variant:
   vxlan     kernel VXLAN between r1 and r3
   lisp      lispd xtr on r1 and r3 (ITR/ETR), a lispd map-server off r1
   lisp-rtr  lispd xtr on r1 and r3, lispd rtr on r2, ELPs through r2
-It waits until each variant passes traffic (lispd answering and the
-mapping system resolving, for the lisp ones); one that does not come up
-within --setup-timeout is reported with its reason and lispd's log, and
-the others are measured. Then iperf3 sends TCP (--congestion, set
+and, only when named, plain-xdp: plain routing with a pass-through XDP
+program on r3 in the wire profile (what XDP costs on a veth, which copies
+each frame for it). It waits until each variant passes traffic (lispd
+answering and the mapping system resolving, for the lisp ones); one that
+does not come up within --setup-timeout is reported with its reason and
+lispd's log, and the others are measured. Then iperf3 sends TCP (--congestion, set
 explicitly: the kernel's default is bbr) from the client to the server,
 with each --streams count, for --duration, --repetitions times, the
 variants taking turns, in two offload profiles: gso (veth defaults) and
 wire (a NIC-like underlay: TSO and GSO off, GRO on, on the links between
-routers). It reports the median Gbit/s, the ratio to the reference in
-the same repetitions, Mpps into the server's link, and CPU per Gbit/s
-(the whole machine's, and the bench's own: iperf3, lispd, ksoftirqd),
-and the performance targets as MET or MISSED: lisp ≥ 0.95 × plain and
-above vxlan, lisp-rtr ≥ 0.95 × plain-3. It needs root and iperf3 (make
-deps), and first checks for them and for what its variants need (as
-amptcp doctor does). Progress goes to stderr.
+routers; lispd's xTRs decapsulate in XDP there, restarted for it). It
+reports the median Gbit/s, the ratio to the reference in the same
+repetitions, Mpps into the server's link, and CPU per Gbit/s (the whole
+machine's, and the bench's own: iperf3, lispd, ksoftirqd), and the
+performance targets as MET or MISSED: lisp ≥ 0.95 × plain and above
+vxlan, lisp-rtr ≥ 0.95 × plain-3, each spending at most 1.1 × its
+reference's own CPU per Gbit/s. --rate caps iperf3, to compare CPU on a
+machine too busy for top speeds; --bpf-stats adds what lispd's programs
+take per run on each router. It needs root and iperf3 (make deps), and
+first checks for them and for what its variants need (as amptcp doctor
+does). Progress goes to stderr.
 
 The defaults make %d iperf3 runs and take about %d minutes;
 --variants plain,vxlan --duration 1s --repetitions 1 takes about 15 s.
@@ -58,11 +64,13 @@ func runBenchDataplane(args []string, stdout, stderr io.Writer) int {
 	flags.Var((*intsFlag)(&opts.Streams), "streams", "numbers of parallel TCP `streams`, comma-separated (default 1,4)")
 	flags.DurationVar(&opts.Duration, "duration", dataplane.DefaultDuration, "length `D` of each iperf3 run, whole seconds")
 	flags.IntVar(&opts.Repetitions, "repetitions", dataplane.DefaultRepetitions, "`N` repetitions of every run, interleaved across variants")
+	flags.Float64Var(&opts.Rate, "rate", 0, "cap what iperf3 sends at `R` Gbit/s over all streams, to compare CPU per Gbit/s (default: no cap)")
 	flags.StringVar(&opts.Congestion, "congestion", dataplane.DefaultCongestion, "TCP congestion control `CC`")
 	flags.DurationVar(&opts.SetupTimeout, "setup-timeout", dataplane.DefaultSetupTimeout, "give each variant `D` to come up")
 	flags.StringVar(&opts.Lispd, "lispd", "", "the lispd binary `PATH` (default: next to amptcp, else in $PATH)")
 	flags.StringVar(&opts.Iperf3, "iperf3", "", "the iperf3 binary `PATH` (default: in $PATH)")
 	flags.BoolVar(&opts.Pin, "pin", false, "pin iperf3's client and server to two CPUs (default: where the scheduler puts them)")
+	flags.BoolVar(&opts.BPFStats, "bpf-stats", false, "report what lispd's programs take per run on each router (the kernel's BPF run-time statistics, which add a little to each run)")
 	flags.BoolVar(&opts.Keep, "keep", false, "keep the temporary directory with lispd's configurations, the logs and iperf3's JSON")
 	flags.Usage = func() {
 		fmt.Fprint(stderr, "usage: amptcp bench dataplane [flags]\n\n"+dataplaneUsage+"\n")

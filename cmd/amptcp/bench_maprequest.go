@@ -25,6 +25,8 @@ func runBench(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
                               (amptcp bench dataplane --help for its flags)
        amptcp bench pm [--json] [--variants LIST] [--failures LIST] [--repetitions N]
                        [--outage D] [--timeout D]
+       amptcp bench first-packet [--json] [--eids N] [--resolver-rtt D] [--path-rtt D] [--miss hold|drop]
+                              (amptcp bench first-packet --help for its flags)
 
 map-request starts a lispd of its own as map-server and map-resolver on
 127.0.0.1, registers N prefixes with Map-Registers signed with
@@ -37,7 +39,7 @@ generator on another, all at nice -20 when allowed (as root). Progress
 goes to stderr. The defaults take about a minute; --prefixes 10000
 --duration 1s takes a few seconds.
 `)
-		fmt.Fprint(w, "\n"+dataplaneUsage)
+		fmt.Fprint(w, "\n"+dataplaneUsage+"\n"+firstPacketUsage)
 		fmt.Fprint(w, "\n"+pmUsage)
 	}
 	if len(args) == 0 {
@@ -51,13 +53,15 @@ goes to stderr. The defaults take about a minute; --prefixes 10000
 		return runBenchDataplane(args[1:], stdout, stderr)
 	case "pm":
 		return runBenchPM(args[1:], stdout, stderr)
+	case "first-packet":
+		return runBenchFirstPacket(args[1:], stdout, stderr)
 	case "echo-server": // the reference server, which map-request starts
 		return runEchoServer(args[1:], stdin, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		usage(stdout)
 		return 0
 	}
-	fmt.Fprintf(stderr, "amptcp bench: unknown benchmark %q (map-request, dataplane, pm)\n", args[0])
+	fmt.Fprintf(stderr, "amptcp bench: unknown benchmark %q (map-request, dataplane, pm, first-packet)\n", args[0])
 	return 2
 }
 

@@ -114,6 +114,9 @@ func writeStatus(w io.Writer, st *daemon.Status, now time.Time) {
 			t.MapRegisters, joinCounts(t.MapNotifies), t.RegisterFailures, joinCounts(t.RequestsAnswered), t.SMRsSent)
 		fmt.Fprintf(w, "  map-cache: misses %d, map-requests %d (%d failed), map-replies %s, records %s, smrs %d, expired %d\n",
 			t.Misses, t.MapRequests, t.RequestsFailed, joinCounts(t.MapReplies), joinCounts(t.MapReplyRecords), t.SMRsReceived, t.Expired)
+		if t.Held["held"] > 0 {
+			fmt.Fprintf(w, "  held packets: %s; now %d\n", joinCounts(t.Held), t.HeldNow)
+		}
 		fmt.Fprintf(w, "  probes: sent %d, answered %d, missed %d, unmatched replies %d\n",
 			t.ProbesSent, t.ProbesAnswered, t.ProbesMissed, t.ProbesUnmatched)
 	}

@@ -20,6 +20,8 @@ type fakeDP struct {
 	puts    []dataplane.Key
 	deletes []dataplane.Key
 	fail    bool
+	// released are the held packets released, in order.
+	released []released
 }
 
 func (f *fakeDP) Put(k dataplane.Key, e dataplane.Entry) error {
@@ -41,6 +43,30 @@ func (f *fakeDP) Delete(k dataplane.Key) error {
 	defer f.mu.Unlock()
 	delete(f.entries, k)
 	f.deletes = append(f.deletes, k)
+	return nil
+}
+
+// released is a packet released, with the action of the entry that
+// covered it then (255: none).
+type released struct {
+	eid    netip.Addr
+	n      int // its length, which tells packets apart
+	action dataplane.Action
+}
+
+func (f *fakeDP) release(pkts []dataplane.Held) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, p := range pkts {
+		r := released{eid: p.EID, n: p.Len(), action: 255}
+		best := -1
+		for k, e := range f.entries {
+			if k.InstanceID == p.InstanceID && k.Prefix.Contains(p.EID) && k.Prefix.Bits() > best {
+				best, r.action = k.Prefix.Bits(), e.Action
+			}
+		}
+		f.released = append(f.released, r)
+	}
 	return nil
 }
 
@@ -138,7 +164,8 @@ func newHarness(t *testing.T, yaml string) *harness {
 			defer mu.Unlock()
 			return !h.down[a]
 		},
-		RTT: func(a netip.Addr) (time.Duration, bool) { return 12 * time.Millisecond, a == rloc4 },
+		RTT:     func(a netip.Addr) (time.Duration, bool) { return 12 * time.Millisecond, a == rloc4 },
+		Release: h.dp.release,
 	})
 	if err != nil {
 		t.Fatal(err)

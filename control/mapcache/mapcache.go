@@ -50,7 +50,11 @@ type Options struct {
 	// Port is where Map-Replies come back, the inner UDP source port of
 	// the Map-Requests: the port lispd listens on; 0 means 4342.
 	Port uint16
-	Log  *slog.Logger
+	// Release sends held packets on, in order, through the data plane
+	// (dataplane.Dataplane.Release); nil when the data plane holds
+	// nothing (miss is not hold).
+	Release func([]dataplane.Held) error
+	Log     *slog.Logger
 }
 
 // Cache is the map-cache. Its methods are safe for concurrent use.
@@ -78,6 +82,11 @@ type Cache struct {
 	downSince []time.Time          // per map-resolver: when it last let a try time out
 	refreshes []mapping.EID        // adopted entries to ask for again
 	counter   counters
+
+	release               func([]dataplane.Held) error
+	held                  map[mapping.EID]heldOf // by destination (hold.go)
+	heldTotal             int
+	holdPerEID, holdTotal int
 }
 
 // New returns the map-cache of a validated configuration.
@@ -99,6 +108,10 @@ func New(cfg *config.MapCache, opts Options) (*Cache, error) {
 		pending:    map[mapping.EID]*request{},
 		nonces:     map[uint64]*request{},
 		smrDue:     map[mapping.EID]bool{},
+		release:    opts.Release,
+		held:       map[mapping.EID]heldOf{},
+		holdPerEID: cfg.HoldPerEID,
+		holdTotal:  cfg.HoldTotal,
 	}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
@@ -142,9 +155,10 @@ func (c *Cache) SetResolvers(cfg *config.MapCache) error {
 // SetClock replaces time.Now, for tests of timeouts and expiry.
 func (c *Cache) SetClock(now func() time.Time) { c.now = now }
 
-// Run resolves the misses the data plane reports, retries the requests
-// that time out and expires entries, until ctx is done.
-func (c *Cache) Run(ctx context.Context, misses <-chan dataplane.Miss) {
+// Run resolves the misses the data plane reports, holds the packets it
+// hands over (hold.go), retries the requests that time out and expires
+// entries, until ctx is done.
+func (c *Cache) Run(ctx context.Context, misses <-chan dataplane.Miss, held <-chan dataplane.Held) {
 	c.mu.Lock()
 	every := tickEvery(c.timeout)
 	c.mu.Unlock()
@@ -160,6 +174,12 @@ func (c *Cache) Run(ctx context.Context, misses <-chan dataplane.Miss) {
 				continue
 			}
 			c.Miss(m)
+		case h, ok := <-held:
+			if !ok {
+				held = nil
+				continue
+			}
+			c.Hold(h)
 		case <-t.C:
 			c.Tick()
 		}
@@ -187,6 +207,7 @@ func (c *Cache) Tick() {
 		c.resolverFailed(r.tries[len(r.tries)-1].resolver, now)
 		if len(r.tries) >= c.tries {
 			c.finish(r)
+			c.dropHeld(r.eid)
 			c.counter.failed.Add(1)
 			c.log.Debug("no Map-Reply", "eid", r.eid, "tries", len(r.tries))
 			continue

@@ -50,6 +50,8 @@ func (c *Cache) HandleReply(reply *lisp.MapReply, src netip.AddrPort) {
 				"mask_len", reply.Records[i].MaskLen, "reason", reason.String())
 		}
 	}
+	// What no record resolved is not held any longer.
+	c.dropHeld(r.eid)
 	// An SMR-invoked reply, or one to the refresh of an adopted entry,
 	// replaces the entry it refreshes: if it no longer covers the same
 	// prefix, the old entry goes.
@@ -83,12 +85,6 @@ func (c *Cache) install(rec *lisp.MapRecord, r *request, src netip.AddrPort, now
 	if rec.TTL == lisp.TTLForever {
 		ttl = foreverTTL
 	}
-	if ttl == 0 {
-		if exists {
-			c.remove(old)
-		}
-		return key, NotCached
-	}
 	e := &entry{key: key, source: src, installed: now, expires: now.Add(ttl)}
 	if len(rec.Locators) == 0 {
 		e.action = actionOf(rec.Action)
@@ -97,11 +93,20 @@ func (c *Cache) install(rec *lisp.MapRecord, r *request, src netip.AddrPort, now
 		e.action = dataplane.Encapsulate
 		e.paths, unusable = pathsOf(rec.Locators, c.localRLOCs())
 		c.counter.unusableLocators.Add(uint64(unusable))
-		if len(e.paths) == 0 {
+		if len(e.paths) == 0 && ttl > 0 {
 			return key, NoUsableLocator
 		}
 	}
-	if c.put(e) != nil {
+	if ttl == 0 {
+		if exists {
+			c.remove(old)
+		}
+		if e.action != dataplane.Encapsulate || len(e.paths) > 0 {
+			c.useOnce(e) // the packets held for it, if any
+		}
+		return key, NotCached
+	}
+	if c.installReleasing(e) != nil {
 		return key, PutFailed
 	}
 	c.log.Debug("installed", "eid", key, "action", e.action.String(), "paths", len(e.paths), "ttl", ttl, "from", src)

@@ -56,6 +56,7 @@ type counters struct {
 	expired, evicted, full, reinstalled      atomic.Uint64
 	adopted                                  atomic.Uint64
 	putErrors, deleteErrors                  atomic.Uint64
+	hold                                     holdStats
 }
 
 // Counters is a snapshot of the map-cache's counters.
@@ -87,6 +88,8 @@ type Counters struct {
 	PutErrors, DeleteErrors             uint64
 	// Adopted entries, kept by the data plane across a restart.
 	Adopted uint64
+	// Hold counts the packets held while their mappings were resolved.
+	Hold HoldCounters
 	// Entries is the number of entries now, Pending the requests in flight.
 	Entries, Pending int
 }
@@ -108,8 +111,9 @@ func (c *Cache) Counters() Counters {
 	for i := range out.Records {
 		out.Records[i] = k.records[i].Load()
 	}
+	out.Hold = k.hold.snapshot()
 	c.mu.Lock()
-	out.Entries, out.Pending = c.entries.Len(), len(c.pending)
+	out.Entries, out.Pending, out.Hold.Now = c.entries.Len(), len(c.pending), c.heldTotal
 	c.mu.Unlock()
 	return out
 }

@@ -53,6 +53,9 @@ volatile const __u8 cfg_miss_native = 0;	  /* miss: native-forward */
 volatile const __u8 cfg_clamp_mss = 1;
 volatile const __u8 cfg_rtr = 0;		  /* the rtr role runs */
 volatile const __u8 cfg_direct_access = 1;	  /* 0: tests take load's bpf_skb_load_bytes path */
+volatile const __u8 cfg_xdp = 0;		  /* underlay_xdp runs on some RLOC interface */
+volatile const __u32 cfg_hold_ifindex = 0;	  /* lispd's hold device (miss: hold); 0: none */
+volatile const __u32 cfg_hold_rtr_ifindex = 0;	  /* the RTR's, for encapsulated packets */
 volatile const __u64 cfg_miss_interval_ns = 1000000000;
 
 /* The map-cache: longest-prefix match on (instance ID, EID). The prefix
@@ -74,6 +77,10 @@ enum mc_action {
 	ACT_NATIVE = 1,
 	ACT_DROP = 2,
 	ACT_SEND_MAP_REQUEST = 3,
+	/* Packets from the site go to lispd's hold device, behind those it
+	 * holds; what lispd releases through the device is sent on the
+	 * paths (natively forwarded without any). */
+	ACT_HOLD = 4,
 };
 
 /* A path is a plain RLOC (one hop) or an ELP. The loader precomputes what
@@ -221,6 +228,11 @@ enum counter {
 	C_SUBFLOW_FIN,
 	C_SUBFLOW_TOKENS,
 	C_ITR_TTL_EXPIRED,   /* inner TTL 1: left to the kernel, which answers Time Exceeded */
+	C_ETR_XDP,	     /* of C_ETR_DECAP: decapsulated in XDP */
+	C_ITR_HELD,	     /* handed to lispd to hold while their mapping is resolved */
+	C_ITR_RELEASED,	     /* released by lispd: forwarded as their entry says */
+	C_RTR_HELD,	     /* the same at an RTR */
+	C_RTR_RELEASED,
 	C_COUNTERS,
 };
 

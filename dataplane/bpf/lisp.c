@@ -398,6 +398,24 @@ static __always_inline int link_scoped(const struct pkt *p)
 	return first == 0xff || (first == 0xfe && (second & 0xc0) == 0x80);
 }
 
+/* hold hands a packet to lispd, which holds it until its mapping is
+ * resolved and releases it through the hold device, whose ingress runs
+ * the ITR again (miss: hold). */
+static __always_inline int hold(void)
+{
+	count(C_ITR_HELD);
+	return bpf_redirect(cfg_hold_ifindex, 0);
+}
+
+/* rtr_hold hands an encapsulated packet an RTR has no mapping for to
+ * lispd, which holds it as the ITR's, and releases it through the RTR's
+ * hold device, whose ingress runs the underlay program again. */
+static __always_inline int rtr_hold(void)
+{
+	count(C_RTR_HELD);
+	return bpf_redirect(cfg_hold_rtr_ifindex, 0);
+}
+
 SEC("tc")
 int itr(struct __sk_buff *skb)
 {
@@ -412,17 +430,30 @@ int itr(struct __sk_buff *skb)
 		return TC_ACT_OK;
 	}
 
+	/* What lispd releases from the hold device is never held again. */
+	int released = cfg_hold_ifindex && skb->ifindex == cfg_hold_ifindex;
 	struct mc_entry *e = lookup(cfg_iid, &p);
 	if (!e) {
-		report_miss(cfg_iid, &p);
-		if (cfg_miss_native) {
+		if (!released)
+			report_miss(cfg_iid, &p);
+		if (cfg_miss_native && !released) {
 			count(C_ITR_MISS_NATIVE);
 			return TC_ACT_OK;
 		}
+		if (cfg_hold_ifindex && !released)
+			return hold();
 		count(C_ITR_MISS_DROP);
 		return TC_ACT_SHOT;
 	}
-	switch (e->action) {
+	__u8 action = e->action;
+	if (action == ACT_HOLD) {
+		if (!released)
+			return hold();
+		action = e->n_paths ? ACT_ENCAP : ACT_NATIVE;
+	}
+	if (released)
+		count(C_ITR_RELEASED);
+	switch (action) {
 	case ACT_ENCAP:
 		break;
 	case ACT_NATIVE:
@@ -573,11 +604,16 @@ __noinline int decapsulate(struct __sk_buff *skb, const struct pkt *outer, const
 	return TC_ACT_OK;
 }
 
+/* Defined after what it uses. */
+static __always_inline int xdp_decapsulated(struct __sk_buff *skb, __u8 family);
+
 SEC("tc")
 int underlay(struct __sk_buff *skb)
 {
 	struct pkt outer = {};
 	__u8 family = family_of(skb->protocol);
+	if (cfg_xdp && family && xdp_decapsulated(skb, family))
+		return TC_ACT_OK;
 	if (!family || parse_ip(skb, ETH_HLEN, family, &outer))
 		return TC_ACT_OK;
 	if (outer.proto != IPPROTO_UDP || outer.dport != bpf_htons(LISP_DATA_PORT))
@@ -615,27 +651,32 @@ int underlay(struct __sk_buff *skb)
 	/* Only an RTR sends packets on, so only an RTR looks them up: an ETR
 	 * delivers what is addressed to it. */
 	if (cfg_rtr) {
+		/* What lispd releases from the RTR's hold device is never
+		 * held again. */
+		int released = cfg_hold_rtr_ifindex && skb->ifindex == cfg_hold_rtr_ifindex;
 		struct mc_entry *e = lookup(iid, &in);
 		if (!e) {
 			/* An RTR resolves the EIDs it carries traffic for. */
-			report_miss(iid, &in);
+			if (!released)
+				report_miss(iid, &in);
 			count(C_RTR_MISS);
+			if (cfg_hold_rtr_ifindex && !released)
+				return rtr_hold();
 			return TC_ACT_SHOT;
 		}
-		if (e->action == ACT_ENCAP) {
-			int i = elp_of(e, pid, &outer.src);
-			if (i >= 0 && i < MAX_PATHS) {
-				const struct path *pa = &e->paths[path_slot(i)];
-				if (pa->self + 1 < pa->n_hops) {
-					if (pa->family != family) {
-						count(C_RTR_FAMILY_CHANGE);
-						return TC_ACT_SHOT;
-					}
-					struct onward h = {.next = pa->next, .pid = pid ? pid - 1 : i,
-							   .len = outer.len, .inner_ttl = in.ttl};
-					return reencapsulate(skb, family, &h);
-				}
+		int i = onward(e, pid, &outer.src, 0);
+		if (i >= 0 && e->action == ACT_HOLD && !released)
+			return rtr_hold();
+		if (released)
+			count(C_RTR_RELEASED);
+		if (i >= 0 && i < MAX_PATHS) {
+			const struct path *pa = &e->paths[path_slot(i)];
+			if (pa->family != family) {
+				count(C_RTR_FAMILY_CHANGE);
+				return TC_ACT_SHOT;
 			}
+			struct onward h = {.next = pa->next, .pid = pid ? pid - 1 : i, .len = outer.len, .inner_ttl = in.ttl};
+			return reencapsulate(skb, family, &h);
 		}
 	}
 	if (tracks_subflow(&in)) {
@@ -645,4 +686,24 @@ int underlay(struct __sk_buff *skb)
 			learn_tokens(&o);
 	}
 	return decapsulate(skb, &outer, &in, overhead);
+}
+
+#include "xdp.h"
+
+/* xdp_decapsulated follows the MPTCP handshakes of what underlay_xdp
+ * decapsulated, as decapsulation in tc does, once GRO has aggregated it;
+ * it returns 0 for every other packet. */
+static __always_inline int xdp_decapsulated(struct __sk_buff *skb, __u8 family)
+{
+	struct xdp_note *note = xdp_note_of(skb);
+	if (!note)
+		return 0;
+	struct pkt in = {};
+	if (parse_ip(skb, ETH_HLEN, family, &in) == 0 && tracks_subflow(&in)) {
+		struct tcpopts o = {};
+		etr_subflow(skb, &in, note->iid, &o);
+		if (o.learn)
+			learn_tokens(&o);
+	}
+	return 1;
 }

@@ -342,8 +342,9 @@ __noinline int etr_subflow(struct __sk_buff *skb, const struct pkt *p, __u32 iid
 
 /* elp_of finds the path of entry e a packet follows through us: the one
  * its path ID names, else the one whose hop before us sent it, else the
- * first one we are the first hop of. It returns -1 when we are on none. */
-__noinline int elp_of(const struct mc_entry *e, __u32 pid, const struct addr *from)
+ * first one we are the first hop of. It returns -1 when we are on none.
+ * quiet leaves the ambiguity uncounted, for a look that tc repeats. */
+__noinline int elp_of(const struct mc_entry *e, __u32 pid, const struct addr *from, __u32 quiet)
 {
 	if (!e || !from)
 		return -1;
@@ -367,7 +368,21 @@ __noinline int elp_of(const struct mc_entry *e, __u32 pid, const struct addr *fr
 			firsts++;
 		}
 	}
-	if (firsts > 1)
+	if (firsts > 1 && !quiet)
 		count(C_RTR_AMBIGUOUS);
 	return first;
+}
+
+/* onward returns the index of the path of entry e on which an RTR sends
+ * a packet on (we are on it, and not its last hop), or -1. An entry lispd
+ * is releasing held packets through (ACT_HOLD) has its paths. */
+static __always_inline int onward(const struct mc_entry *e, __u32 pid, const struct addr *from, __u32 quiet)
+{
+	if (e->action != ACT_ENCAP && e->action != ACT_HOLD)
+		return -1;
+	int i = elp_of(e, pid, from, quiet);
+	if (i < 0 || i >= MAX_PATHS)
+		return -1;
+	const struct path *pa = &e->paths[path_slot(i)];
+	return pa->self + 1 < pa->n_hops ? i : -1;
 }
