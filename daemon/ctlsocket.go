@@ -9,8 +9,9 @@ import (
 )
 
 // The control socket (internal/ctlsock) answers {"command": "status"}
-// with {"status": {...}}, "counters" with the counters, and "memory" by
-// collecting garbage and reporting the heap.
+// with {"status": {...}}, "counters" with the counters, "memory" by
+// collecting garbage and reporting the heap, and "profile-start" and
+// "profile-stop" by profiling (WithProfiles).
 
 // Memory is the daemon's memory after a garbage collection: what its
 // registrations really take, for `amptcp bench`.
@@ -42,8 +43,12 @@ func (d *Daemon) serveControl(ctx context.Context) {
 			return d.Counters(), nil
 		case "memory":
 			return d.memory(), nil
+		case "profile-start":
+			return d.prof.start()
+		case "profile-stop":
+			return d.prof.stop()
 		}
-		return nil, fmt.Errorf("unknown command %q (status, counters, memory)", command)
+		return nil, fmt.Errorf("unknown command %q (status, counters, memory, profile-start, profile-stop)", command)
 	})
 }
 

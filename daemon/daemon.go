@@ -35,6 +35,7 @@ type Daemon struct {
 
 	conns   []*conn
 	ctl     net.Listener // nil without a control socket
+	prof    profiler
 	counter counters
 }
 
@@ -49,7 +50,7 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Daemon, error) 
 	for _, opt := range opts {
 		opt(&o)
 	}
-	d := &Daemon{cfg: cfg, log: log, started: time.Now()}
+	d := &Daemon{cfg: cfg, log: log, started: time.Now(), prof: profiler{dir: o.profiles}}
 	if cfg.Has(config.RoleMapServer) {
 		ms, err := mapserver.New(cfg.MapServer, log)
 		if err != nil {

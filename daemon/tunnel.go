@@ -44,6 +44,7 @@ type Option func(*options)
 
 type options struct {
 	dataplane DataplaneFunc
+	profiles  string // WithProfiles
 }
 
 // WithDataplane replaces the data plane that the xtr and rtr roles drive,

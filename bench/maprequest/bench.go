@@ -51,6 +51,9 @@ type Options struct {
 	// Keep keeps the temporary directory with lispd's configuration and
 	// log.
 	Keep bool
+	// Profile, if not empty, is a directory to write lispd's CPU and
+	// allocation profiles into, one set per phase (see ProfileFiles).
+	Profile string
 	// Progress, if not nil, receives a line on each phase and about every
 	// second of the long ones.
 	Progress func(line string)

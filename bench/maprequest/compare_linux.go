@@ -41,6 +41,14 @@ func (r *run) newReference(sizes EchoSizes) (ref *server, stop func(), err error
 // registration sends every Map-Register to lispd, and the same ones to
 // the reference, a tenth at a time in turns.
 func (r *run) registration(ctx context.Context, lispd, ref *server, regs *registers) (ls, rs registerStats, err error) {
+	err = r.profiled("register", func() error {
+		ls, rs, err = r.registerInTurns(ctx, lispd, ref, regs)
+		return err
+	})
+	return ls, rs, err
+}
+
+func (r *run) registerInTurns(ctx context.Context, lispd, ref *server, regs *registers) (ls, rs registerStats, err error) {
 	n := regs.len()
 	for t := range turns {
 		lo, hi := n*t/turns, n*(t+1)/turns
@@ -73,9 +81,11 @@ func (r *run) compare(ctx context.Context, lispd, ref *server) error {
 	}
 	r.progress("Map-Requests at the maximum rate for %s each, lispd and the reference in %d turns", o.Duration, turns)
 	var ls, rs phaseStats
-	if err := inTurns(lispd, ref, func(s *server, st *phaseStats) error {
-		return s.load.closedLoop(ctx, o.Window, o.Duration/turns, st)
-	}, &ls, &rs); err != nil {
+	if err := r.profiled("request-max", func() error {
+		return inTurns(lispd, ref, func(s *server, st *phaseStats) error {
+			return s.load.closedLoop(ctx, o.Window, o.Duration/turns, st)
+		}, &ls, &rs)
+	}); err != nil {
 		return err
 	}
 	req := &r.res.MapRequest
@@ -103,9 +113,11 @@ func (r *run) latency(ctx context.Context, lispd, ref *server, perSecond float64
 		s.load.latencies = s.load.latencies[:0]
 	}
 	var ls, rs phaseStats
-	if err := inTurns(lispd, ref, func(s *server, st *phaseStats) error {
-		return s.load.openLoop(ctx, perSecond, o.Duration/turns, st)
-	}, &ls, &rs); err != nil {
+	if err := r.profiled("request-latency", func() error {
+		return inTurns(lispd, ref, func(s *server, st *phaseStats) error {
+			return s.load.openLoop(ctx, perSecond, o.Duration/turns, st)
+		}, &ls, &rs)
+	}); err != nil {
 		return err
 	}
 	open := func(s *server, st *phaseStats) OpenLoad {

@@ -50,8 +50,9 @@ type lispd struct {
 // startLispd writes the configuration into dir, checks it with this
 // package's own config parser (a lispd of another version may disagree,
 // which the start then reports), starts lispd pinned to cpu and waits
-// until its control socket tells where it listens.
-func startLispd(ctx context.Context, path, dir string, cpu int) (*lispd, error) {
+// until its control socket tells where it listens. With profiles, a
+// directory, lispd may be told to profile itself there.
+func startLispd(ctx context.Context, path, dir string, cpu int, profiles string) (*lispd, error) {
 	sock := filepath.Join(dir, "lispd.sock")
 	cfgPath := filepath.Join(dir, "lispd.yaml")
 	text := lispdConfig(sock)
@@ -61,7 +62,11 @@ func startLispd(ctx context.Context, path, dir string, cpu int) (*lispd, error) 
 	if err := os.WriteFile(cfgPath, []byte(text), 0o600); err != nil {
 		return nil, fmt.Errorf("write lispd configuration: %w", err)
 	}
-	p, err := startPinned("lispd", []string{path, "-config", cfgPath}, cpu, filepath.Join(dir, "lispd.log"), nil, nil)
+	argv := []string{path, "-config", cfgPath}
+	if profiles != "" {
+		argv = append(argv, "-profile", profiles)
+	}
+	p, err := startPinned("lispd", argv, cpu, filepath.Join(dir, "lispd.log"), nil, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -25,6 +25,21 @@ type Result struct {
 	Latency     LatencyResult   `json:"latency"`
 	Memory      MemoryResult    `json:"memory"`
 	Environment EnvironmentInfo `json:"environment"`
+	Profiles    []ProfileFiles  `json:"profiles,omitempty"` // with Options.Profile
+}
+
+// ProfileFiles are lispd's profiles of one phase of the bench (register,
+// request-max, request-latency): its CPU profile, its execution trace
+// (go tool trace), and its allocation profiles (cumulative) before and
+// after, for
+//
+//	go tool pprof -sample_index alloc_space -diff_base AllocsBefore Allocs
+type ProfileFiles struct {
+	Phase        string `json:"phase"`
+	CPU          string `json:"cpu"`
+	Trace        string `json:"trace"`
+	AllocsBefore string `json:"allocs_before"`
+	Allocs       string `json:"allocs"`
 }
 
 // RegisterResult is the Map-Register phase: every prefix registered once,
@@ -191,6 +206,10 @@ func WriteText(w io.Writer, r *Result) error {
 	fmt.Fprintf(&b, "pinning: lispd %s; reference %s; generator %s\n", e.LispdPinning, e.ReferencePinning, e.GeneratorPinning)
 	fmt.Fprintf(&b, "priority: %s, for lispd, the reference and the generator's thread\n", e.Priority)
 	fmt.Fprintf(&b, "lispd %s (%s), %s, Linux %s, %d CPUs\n", e.LispdVersion, e.Lispd, e.Go, e.Kernel, e.CPUs)
+	for _, p := range r.Profiles {
+		fmt.Fprintf(&b, "lispd, %s: go tool pprof %s; go tool trace %s; allocations: go tool pprof -sample_index alloc_space -diff_base %s %s\n",
+			p.Phase, p.CPU, p.Trace, p.AllocsBefore, p.Allocs)
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"time"
 
@@ -27,6 +28,15 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	dir, err := os.MkdirTemp("", "amptcp-bench-")
 	if err != nil {
 		return nil, fmt.Errorf("make temporary directory: %w", err)
+	}
+	if opts.Profile != "" {
+		if opts.Profile, err = filepath.Abs(opts.Profile); err == nil {
+			err = os.MkdirAll(opts.Profile, 0o755)
+		}
+		if err != nil {
+			os.RemoveAll(dir)
+			return nil, fmt.Errorf("profile directory: %w", err)
+		}
 	}
 	r := &run{opts: opts, dir: dir, began: time.Now(), genCPU: -1, srvCPU: -1}
 	if opts.Keep {
@@ -69,7 +79,8 @@ type run struct {
 	opts           Options
 	dir            string
 	began          time.Time
-	genCPU, srvCPU int // -1: not pinned
+	genCPU, srvCPU int    // -1: not pinned
+	sock           string // lispd's control socket
 	res            Result
 }
 
@@ -90,11 +101,12 @@ func (r *run) phases(ctx context.Context, lispdPath string) error {
 		return err
 	}
 	r.progress("starting %s and the reference server", lispdPath)
-	l, err := startLispd(ctx, lispdPath, r.dir, r.srvCPU)
+	l, err := startLispd(ctx, lispdPath, r.dir, r.srvCPU, o.Profile)
 	if err != nil {
 		return err
 	}
 	defer l.stop()
+	r.sock = l.sock
 	res.Environment.LispdPinning = pinning(l.pid()) + ", GOMAXPROCS=1"
 	if st, err := daemon.QueryStatus(l.sock); err == nil {
 		res.Environment.LispdVersion = st.Version

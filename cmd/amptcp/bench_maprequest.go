@@ -20,6 +20,7 @@ import (
 func runBench(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	usage := func(w io.Writer) {
 		fmt.Fprint(w, `usage: amptcp bench map-request [--json] [--prefixes N] [--duration D] [--window W] [--lispd PATH] [--keep]
+                                [--profile DIR]
        amptcp bench dataplane [--json] [--variants LIST] [--profiles LIST] [--streams LIST]
                               [--duration D] [--repetitions N] [--congestion CC] [--lispd PATH] [--keep]
                               (amptcp bench dataplane --help for its flags)
@@ -33,7 +34,8 @@ measured in the same run: a UDP server doing lispd's batched I/O and
 nothing else. lispd and the reference run on one CPU (GOMAXPROCS=1), the
 generator on another, all at nice -20 when allowed (as root). Progress
 goes to stderr. The defaults take about a minute; --prefixes 10000
---duration 1s takes a few seconds.
+--duration 1s takes a few seconds. --profile DIR leaves lispd's CPU
+profile, execution trace and allocations of each phase in DIR.
 `)
 		fmt.Fprint(w, "\n"+dataplaneUsage)
 	}
@@ -66,6 +68,7 @@ func runBenchMapRequest(args []string, stdout, stderr io.Writer, usage func(io.W
 	flags.IntVar(&opts.Window, "window", maprequest.DefaultWindow, "keep `W` requests in flight when measuring the maximum rate")
 	flags.StringVar(&opts.Lispd, "lispd", "", "the lispd binary `PATH` (default: next to amptcp, else in $PATH)")
 	flags.BoolVar(&opts.Keep, "keep", false, "keep the temporary directory with lispd's configuration and log")
+	flags.StringVar(&opts.Profile, "profile", "", "write lispd's CPU and allocation profiles of each phase into `DIR`")
 	flags.Usage = func() {
 		usage(stderr)
 		fmt.Fprintln(stderr)

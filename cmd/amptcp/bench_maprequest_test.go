@@ -63,8 +63,9 @@ func TestBenchMapRequest(t *testing.T) {
 		t.Fatalf("build lispd: %v\n%s", err, out)
 	}
 	const prefixes = 2000
+	profiles := t.TempDir()
 	code, out, errOut := runCmd("", "bench", "map-request", "--lispd", lispd,
-		"--prefixes", "2000", "--duration", "500ms", "--json")
+		"--prefixes", "2000", "--duration", "500ms", "--profile", profiles, "--json")
 	if code != 0 {
 		t.Fatalf("bench map-request = %d\n%s", code, errOut)
 	}
@@ -104,6 +105,18 @@ func TestBenchMapRequest(t *testing.T) {
 	}
 	if env := res.Environment; env.Lispd != lispd || env.LispdPinning == "" || env.Kernel == "" || env.CPUs < 1 {
 		t.Errorf("environment: %+v", env)
+	}
+	var phases []string
+	for _, p := range res.Profiles {
+		phases = append(phases, p.Phase)
+		for _, f := range []string{p.CPU, p.Trace, p.AllocsBefore, p.Allocs} {
+			if st, err := os.Stat(f); err != nil || st.Size() == 0 || filepath.Dir(f) != profiles {
+				t.Errorf("profile of %s: %s: %v", p.Phase, f, err)
+			}
+		}
+	}
+	if got := strings.Join(phases, " "); got != "register request-max request-latency" {
+		t.Errorf("profiles of %q", got)
 	}
 	for _, phase := range []string{"registering 2000 prefixes", "in 10 turns", "open loop"} {
 		if !strings.Contains(errOut, phase) {

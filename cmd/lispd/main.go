@@ -42,6 +42,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	check := flags.Bool("check", false, "validate the configuration and exit")
 	checkKernel := flags.Bool("check-kernel", false, "check that the kernel offers what the configuration's roles need, and exit")
 	version := flags.Bool("version", false, "print the version and exit")
+	profiles := flags.String("profile", "", "debug: let the control socket start and stop CPU profiles, written into `DIR` (amptcp bench map-request --profile)")
 	flags.Usage = func() {
 		fmt.Fprintf(stderr, `usage: lispd [-config FILE] [-check | -check-kernel]
        lispd status [-socket PATH] [-json]
@@ -84,7 +85,11 @@ need: BPF and TCX for xtr and rtr, nothing special for the others
 		return runCheckKernel(cfg.Roles, stdout, stderr)
 	}
 	log := cfg.Log.Logger(stderr)
-	d, err := daemon.New(cfg, log)
+	var opts []daemon.Option
+	if *profiles != "" {
+		opts = append(opts, daemon.WithProfiles(*profiles))
+	}
+	d, err := daemon.New(cfg, log, opts...)
 	if err != nil {
 		fmt.Fprintf(stderr, "lispd: %v\n", err)
 		return 1
