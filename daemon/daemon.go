@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"runtime"
 	"sync"
 	"time"
 
@@ -46,7 +47,7 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Daemon, error) 
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	o := options{dataplane: newDataplane}
+	o := options{dataplane: newDataplane, loops: runtime.GOMAXPROCS(0)}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -79,7 +80,7 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Daemon, error) 
 			d.Close()
 			return nil, err
 		}
-		c, err := listen(ap)
+		c, err := listen(ap, o.loops)
 		if err != nil {
 			d.Close()
 			return nil, err
@@ -125,7 +126,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.log.Info("lispd running", "roles", d.cfg.Roles, "listen", d.Addrs())
 	var wg sync.WaitGroup
 	for _, c := range d.conns {
-		wg.Go(func() { d.serve(c) })
+		for _, s := range c.sockets() {
+			wg.Go(func() { d.serve(s) })
+		}
 	}
 	if d.ms != nil {
 		wg.Go(func() { d.tickMapServer(ctx) })

@@ -1,11 +1,15 @@
 package daemon
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
 	"net/netip"
+	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/amptcp/amptcp/control"
 	"github.com/amptcp/amptcp/internal/udpbatch"
@@ -33,33 +37,106 @@ type conn struct {
 	udp   *net.UDPConn
 	batch *udpbatch.Conn
 	local netip.AddrPort
+	// more are the other sockets bound to local, one per serving loop
+	// beyond the first (see listen).
+	more []*conn
+	// loop is the state of the loop that serves this socket.
+	loop worker
 }
 
-func listen(ap netip.AddrPort) (*conn, error) {
+// listen opens the sockets of one listen address, one per serving loop.
+// With several, they share the address with SO_REUSEPORT, and the kernel
+// hands each datagram to one of them by a hash of its addresses and
+// ports: the datagrams of one peer (one source address and port) all go
+// to the same loop, in the order they came, while many peers spread over
+// the loops and their CPUs.
+//
+// The first socket is bound without SO_REUSEPORT, and allowed to share
+// only once bound: had it asked before, a port the kernel picks for port
+// 0 could be one another process of the same user shares already.
+func listen(ap netip.AddrPort, loops int) (*conn, error) {
 	network := "udp4"
 	if ap.Addr().Is6() {
 		network = "udp6" // IPv6 only: IPv4 has its own socket
 	}
-	udp, err := net.ListenUDP(network, net.UDPAddrFromAddrPort(ap))
+	first, err := net.ListenUDP(network, net.UDPAddrFromAddrPort(ap))
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", ap, err)
 	}
+	c, err := newConn(first)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", ap, err)
+	}
+	if loops > 1 {
+		err = reusePort(first)
+	}
+	for i := 1; i < loops && err == nil; i++ {
+		var u net.PacketConn
+		lc := net.ListenConfig{Control: func(_, _ string, rc syscall.RawConn) error { return reusePortRaw(rc) }}
+		if u, err = lc.ListenPacket(context.Background(), network, c.local.String()); err == nil {
+			var more *conn
+			more, err = newConn(u.(*net.UDPConn))
+			if err == nil {
+				c.more = append(c.more, more)
+			}
+		}
+	}
+	if err != nil {
+		c.close()
+		return nil, fmt.Errorf("listen on %s: %w", ap, err)
+	}
+	return c, nil
+}
+
+// newConn sets up a bound socket for batched I/O; on error it closes it.
+func newConn(udp *net.UDPConn) (*conn, error) {
 	b, err := udpbatch.New(udp, batch, maxDatagram, spin)
 	if err == nil {
 		err = b.SetBuffers(socketBuffer)
 	}
 	if err != nil {
 		udp.Close()
-		return nil, fmt.Errorf("listen on %s: %w", ap, err)
+		return nil, err
 	}
 	return &conn{udp: udp, batch: b, local: udp.LocalAddr().(*net.UDPAddr).AddrPort()}, nil
 }
 
-func (c *conn) close() { c.udp.Close() }
+func reusePort(u *net.UDPConn) error {
+	rc, err := u.SyscallConn()
+	if err != nil {
+		return err
+	}
+	return reusePortRaw(rc)
+}
+
+func reusePortRaw(rc syscall.RawConn) error {
+	var err error
+	if cerr := rc.Control(func(fd uintptr) {
+		err = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1)
+	}); cerr != nil {
+		return cerr
+	}
+	if err != nil {
+		return fmt.Errorf("SO_REUSEPORT: %w", err)
+	}
+	return nil
+}
+
+// sockets are c's sockets, each served by its own loop.
+func (c *conn) sockets() []*conn { return append([]*conn{c}, c.more...) }
+
+func (c *conn) close() {
+	c.udp.Close()
+	for _, m := range c.more {
+		m.udp.Close()
+	}
+}
 
 // worker is the state of one serving loop, reused from batch to batch so
-// that answering allocates little.
+// that answering allocates little. Its counters are its own, so that loops
+// on different CPUs do not contend for them; Counters adds them up.
 type worker struct {
+	counter  counters
 	ecm      lisp.ECM
 	req      lisp.MapRequest
 	reply    lisp.MapReply
@@ -70,7 +147,7 @@ type worker struct {
 
 // serve reads, handles and answers datagrams until the socket is closed.
 func (d *Daemon) serve(c *conn) {
-	w := &worker{}
+	w := &c.loop
 	for {
 		n, err := c.batch.Read()
 		if err != nil {
@@ -80,11 +157,12 @@ func (d *Daemon) serve(c *conn) {
 			d.log.Warn("read", "socket", c.local, "error", err)
 			continue
 		}
+		w.counter.datagrams.Add(uint64(n))
 		w.out.Reset()
 		for i := range n {
 			pkt, from, truncated := c.batch.Datagram(i)
 			if truncated {
-				d.counter.oversized.Add(1)
+				w.counter.oversized.Add(1)
 				continue
 			}
 			d.handle(w, pkt, from)
@@ -103,12 +181,12 @@ func (d *Daemon) flush(c *conn, w *worker) {
 		case c:
 			w.dsts, w.payloads = append(w.dsts, dst), append(w.payloads, payload)
 		case nil:
-			d.counter.unroutable.Add(1)
+			w.counter.unroutable.Add(1)
 		default: // rare: an answer in the other family
 			if _, err := out.udp.WriteToUDPAddrPort(payload, dst); err != nil {
-				d.counter.sendErrors.Add(1)
+				w.counter.sendErrors.Add(1)
 			} else {
-				d.counter.sent.Add(1)
+				w.counter.sent.Add(1)
 			}
 		}
 	}
@@ -116,11 +194,11 @@ func (d *Daemon) flush(c *conn, w *worker) {
 		return
 	}
 	if err := c.batch.Write(w.dsts, w.payloads); err != nil {
-		d.counter.sendErrors.Add(1)
+		w.counter.sendErrors.Add(1)
 		d.log.Debug("write", "socket", c.local, "error", err)
 		return
 	}
-	d.counter.sent.Add(uint64(len(w.dsts)))
+	w.counter.sent.Add(uint64(len(w.dsts)))
 }
 
 // connFor picks the socket to send to dst from: c if it is of dst's
@@ -135,4 +213,11 @@ func (d *Daemon) connFor(c *conn, dst netip.Addr) *conn {
 		}
 	}
 	return nil
+}
+
+// WithLoops sets how many loops serve each listen address, each with a
+// socket of its own (see listen): one per CPU lispd may use
+// (GOMAXPROCS) by default.
+func WithLoops(n int) Option {
+	return func(o *options) { o.loops = max(n, 1) }
 }

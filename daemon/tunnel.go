@@ -45,6 +45,7 @@ type Option func(*options)
 type options struct {
 	dataplane DataplaneFunc
 	profiles  string // WithProfiles
+	loops     int    // WithLoops
 }
 
 // WithDataplane replaces the data plane that the xtr and rtr roles drive,

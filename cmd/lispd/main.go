@@ -1,7 +1,7 @@
 // Command lispd is the LISP daemon: the map-server, map-resolver, xtr and
 // rtr roles, chosen by its configuration file.
 //
-//	lispd [-config FILE] [-check]   run, or only validate the configuration
+//	lispd [-config FILE] [-check] [-cpus N]   run, or only validate the configuration
 //	lispd [-config FILE] -check-kernel   check the kernel for its roles
 //	lispd status [-socket PATH] [-json]
 //	lispd -version
@@ -15,6 +15,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
 
 	"github.com/amptcp/amptcp/config"
@@ -42,9 +43,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	check := flags.Bool("check", false, "validate the configuration and exit")
 	checkKernel := flags.Bool("check-kernel", false, "check that the kernel offers what the configuration's roles need, and exit")
 	version := flags.Bool("version", false, "print the version and exit")
+	cpus := flags.Int("cpus", 0, "use `N` CPUs: N loops serve each listen address (default: GOMAXPROCS, every CPU lispd may run on)")
 	profiles := flags.String("profile", "", "debug: let the control socket start and stop CPU profiles, written into `DIR` (amptcp bench map-request --profile)")
 	flags.Usage = func() {
-		fmt.Fprintf(stderr, `usage: lispd [-config FILE] [-check | -check-kernel]
+		fmt.Fprintf(stderr, `usage: lispd [-config FILE] [-check | -check-kernel] [-cpus N]
        lispd status [-socket PATH] [-json]
        lispd -version
 
@@ -72,6 +74,10 @@ need: BPF and TCX for xtr and rtr, nothing special for the others
 		fmt.Fprintf(stderr, "lispd: unexpected argument %q\n", flags.Arg(0))
 		return 2
 	}
+	if *cpus < 0 {
+		fmt.Fprintf(stderr, "lispd: -cpus %d: want a positive number of CPUs\n", *cpus)
+		return 2
+	}
 	cfg, err := config.Load(*cfgPath)
 	if err != nil {
 		fmt.Fprintf(stderr, "lispd: %v\n", err)
@@ -86,6 +92,10 @@ need: BPF and TCX for xtr and rtr, nothing special for the others
 	}
 	log := cfg.Log.Logger(stderr)
 	var opts []daemon.Option
+	if *cpus > 0 {
+		runtime.GOMAXPROCS(*cpus)
+		opts = append(opts, daemon.WithLoops(*cpus))
+	}
 	if *profiles != "" {
 		opts = append(opts, daemon.WithProfiles(*profiles))
 	}
