@@ -1,15 +1,11 @@
 package daemon
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net"
 	"net/netip"
-	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/amptcp/amptcp/control"
 	"github.com/amptcp/amptcp/internal/udpbatch"
@@ -44,82 +40,48 @@ type conn struct {
 	loop worker
 }
 
-// listen opens the sockets of one listen address, one per serving loop.
-// With several, they share the address with SO_REUSEPORT, and the kernel
-// hands each datagram to one of them by a hash of its addresses and
-// ports: the datagrams of one peer (one source address and port) all go
-// to the same loop, in the order they came, while many peers spread over
-// the loops and their CPUs.
-//
-// The first socket is bound without SO_REUSEPORT, and allowed to share
-// only once bound: had it asked before, a port the kernel picks for port
-// 0 could be one another process of the same user shares already.
+// listen opens the sockets of one listen address, one per serving loop
+// (udpbatch.ListenGroup: a peer's datagrams all go to one loop, in order).
 func listen(ap netip.AddrPort, loops int) (*conn, error) {
 	network := "udp4"
 	if ap.Addr().Is6() {
 		network = "udp6" // IPv6 only: IPv4 has its own socket
 	}
-	first, err := net.ListenUDP(network, net.UDPAddrFromAddrPort(ap))
+	udps, err := udpbatch.ListenGroup(network, ap, loops)
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", ap, err)
 	}
-	c, err := newConn(first)
-	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", ap, err)
-	}
-	if loops > 1 {
-		err = reusePort(first)
-	}
-	for i := 1; i < loops && err == nil; i++ {
-		var u net.PacketConn
-		lc := net.ListenConfig{Control: func(_, _ string, rc syscall.RawConn) error { return reusePortRaw(rc) }}
-		if u, err = lc.ListenPacket(context.Background(), network, c.local.String()); err == nil {
-			var more *conn
-			more, err = newConn(u.(*net.UDPConn))
-			if err == nil {
-				c.more = append(c.more, more)
+	var c *conn
+	for i, u := range udps {
+		s, err := newConn(u)
+		if err != nil {
+			for _, u := range udps[i:] {
+				u.Close()
 			}
+			if c != nil {
+				c.close()
+			}
+			return nil, fmt.Errorf("listen on %s: %w", ap, err)
 		}
-	}
-	if err != nil {
-		c.close()
-		return nil, fmt.Errorf("listen on %s: %w", ap, err)
+		if c == nil {
+			c = s
+		} else {
+			c.more = append(c.more, s)
+		}
 	}
 	return c, nil
 }
 
-// newConn sets up a bound socket for batched I/O; on error it closes it.
+// newConn sets up a bound socket for batched I/O.
 func newConn(udp *net.UDPConn) (*conn, error) {
 	b, err := udpbatch.New(udp, batch, maxDatagram, spin)
 	if err == nil {
 		err = b.SetBuffers(socketBuffer)
 	}
 	if err != nil {
-		udp.Close()
 		return nil, err
 	}
 	return &conn{udp: udp, batch: b, local: udp.LocalAddr().(*net.UDPAddr).AddrPort()}, nil
-}
-
-func reusePort(u *net.UDPConn) error {
-	rc, err := u.SyscallConn()
-	if err != nil {
-		return err
-	}
-	return reusePortRaw(rc)
-}
-
-func reusePortRaw(rc syscall.RawConn) error {
-	var err error
-	if cerr := rc.Control(func(fd uintptr) {
-		err = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1)
-	}); cerr != nil {
-		return cerr
-	}
-	if err != nil {
-		return fmt.Errorf("SO_REUSEPORT: %w", err)
-	}
-	return nil
 }
 
 // sockets are c's sockets, each served by its own loop.

@@ -4,7 +4,8 @@
 // datagram: the message headers, buffers and addresses are built once.
 // x/net's ReadBatch allocates an address for every datagram received,
 // which a server answering hundreds of thousands of requests a second
-// pays for in garbage collection.
+// pays for in garbage collection. ListenGroup opens the sockets of a
+// server with one serving loop per CPU.
 package udpbatch
 
 import (
