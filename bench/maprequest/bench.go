@@ -51,6 +51,13 @@ type Options struct {
 	// Keep keeps the temporary directory with lispd's configuration and
 	// log.
 	Keep bool
+	// ServerCPUs is how many CPUs lispd and the reference each get
+	// (default 1): lispd -cpus N, the reference with N workers, both
+	// with GOMAXPROCS=N, on CPUs of their own when the machine has N+1,
+	// else sharing the generator's. With more than one, the generator
+	// sends from FlowsPerCPU×N addresses, which the servers' sockets
+	// share out among their loops.
+	ServerCPUs int
 	// Profile, if not empty, is a directory to write lispd's CPU and
 	// allocation profiles into, one set per phase (see ProfileFiles).
 	Profile string
@@ -83,6 +90,9 @@ func (o *Options) Validate() error {
 	if o.Window == 0 {
 		o.Window = DefaultWindow
 	}
+	if o.ServerCPUs == 0 {
+		o.ServerCPUs = 1
+	}
 	var errs []error
 	if o.Prefixes < 1 || o.Prefixes > maxPrefixes {
 		errs = append(errs, fmt.Errorf("prefixes: %d is not between 1 and %d", o.Prefixes, maxPrefixes))
@@ -93,10 +103,27 @@ func (o *Options) Validate() error {
 	if o.Window < 1 || o.Window > ringSize/2 {
 		errs = append(errs, fmt.Errorf("window: %d is not between 1 and %d", o.Window, ringSize/2))
 	}
+	if o.ServerCPUs < 1 || o.ServerCPUs*FlowsPerCPU > maxFlows {
+		errs = append(errs, fmt.Errorf("server CPUs: %d is not between 1 and %d", o.ServerCPUs, maxFlows/FlowsPerCPU))
+	}
 	if len(o.Reference) == 0 {
 		errs = append(errs, errors.New("reference: no command for the reference server"))
 	}
 	return errors.Join(errs...)
+}
+
+// FlowsPerCPU is how many flows (source addresses) the generator sends
+// from per server CPU, when the servers have more than one. The kernel
+// shares the flows out among a server's loops by a hash: with 1,024 per
+// loop, each loop's share of the load is within a few percent of equal.
+const FlowsPerCPU = 1024
+
+// flows is how many flows the generator sends from.
+func (o *Options) flows() int {
+	if o.ServerCPUs <= 1 {
+		return 1
+	}
+	return FlowsPerCPU * o.ServerCPUs
 }
 
 // turns is how many times lispd and the reference take turns in each

@@ -19,16 +19,16 @@ type server struct {
 // newReference starts the reference server, answering with sizes, and
 // connects to it. stop stops it.
 func (r *run) newReference(sizes EchoSizes) (ref *server, stop func(), err error) {
-	p, addr, err := startReference(r.opts.Reference, sizes, r.srvCPU, r.dir)
+	p, addr, err := startReference(r.opts.Reference, sizes, r.where, r.dir)
 	if err != nil {
 		return nil, nil, err
 	}
-	conn, err := dialUDP(addr)
+	conn, err := dialUDP(addr, r.opts.flows())
 	if err != nil {
 		p.stop()
 		return nil, nil, err
 	}
-	r.res.Environment.ReferencePinning = pinning(p.pid()) + ", GOMAXPROCS=1"
+	r.res.Environment.ReferencePinning = pinning(p.pid()) + fmt.Sprintf(", GOMAXPROCS=%d, %d workers", r.where.n, r.where.n)
 	ref = &server{name: "the reference", pid: p.pid(), conn: conn, failed: func(err error) error {
 		if p.exited() {
 			err = p.failure()
@@ -93,7 +93,7 @@ func (r *run) compare(ctx context.Context, lispd, ref *server) error {
 	req.MaxPerSecond, req.Lost = req.Lispd.PerSecond, req.Lispd.Lost
 	req.ReferencePerSecond = req.Reference.PerSecond
 	req.RatioToReference = req.MaxPerSecond / req.ReferencePerSecond
-	req.TargetPerSecond, req.Met = TargetRequests, req.MaxPerSecond >= TargetRequests
+	req.TargetRatio, req.Met = TargetRequestRatio, req.RatioToReference >= TargetRequestRatio
 	r.progress("  lispd %s, reference %s", rate(req.MaxPerSecond), rate(req.ReferencePerSecond))
 	if req.MaxPerSecond == 0 || req.ReferencePerSecond == 0 {
 		return fmt.Errorf("measure Map-Requests: lispd answered %d, the reference %d", ls.replies, rs.replies)
@@ -128,8 +128,11 @@ func (r *run) latency(ctx context.Context, lispd, ref *server, perSecond float64
 		}
 	}
 	lat := &r.res.Latency
-	*lat = LatencyResult{Rate: perSecond, OpenLoad: open(lispd, &ls), Reference: open(ref, &rs), TargetP99US: TargetP99}
-	lat.Met = lat.Samples > 0 && lat.P99 < TargetP99
+	*lat = LatencyResult{Rate: perSecond, OpenLoad: open(lispd, &ls), Reference: open(ref, &rs), TargetP99Ratio: TargetP99Ratio}
+	if lat.Samples > 0 && lat.Reference.Samples > 0 {
+		lat.P99Ratio = lat.P99 / lat.Reference.P99
+		lat.Met = lat.P99Ratio <= TargetP99Ratio
+	}
 	return nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -50,9 +51,10 @@ type lispd struct {
 // startLispd writes the configuration into dir, checks it with this
 // package's own config parser (a lispd of another version may disagree,
 // which the start then reports), starts lispd pinned to cpu and waits
-// until its control socket tells where it listens. With profiles, a
-// directory, lispd may be told to profile itself there.
-func startLispd(ctx context.Context, path, dir string, cpu int, profiles string) (*lispd, error) {
+// until its control socket tells where it listens. It serves with a loop
+// on each of where's CPUs. With profiles, a directory, lispd may be told
+// to profile itself there.
+func startLispd(ctx context.Context, path, dir string, where placement, profiles string) (*lispd, error) {
 	sock := filepath.Join(dir, "lispd.sock")
 	cfgPath := filepath.Join(dir, "lispd.yaml")
 	text := lispdConfig(sock)
@@ -62,11 +64,11 @@ func startLispd(ctx context.Context, path, dir string, cpu int, profiles string)
 	if err := os.WriteFile(cfgPath, []byte(text), 0o600); err != nil {
 		return nil, fmt.Errorf("write lispd configuration: %w", err)
 	}
-	argv := []string{path, "-config", cfgPath}
+	argv := []string{path, "-config", cfgPath, "-cpus", strconv.Itoa(where.n)}
 	if profiles != "" {
 		argv = append(argv, "-profile", profiles)
 	}
-	p, err := startPinned("lispd", argv, cpu, filepath.Join(dir, "lispd.log"), nil, nil)
+	p, err := startPinned("lispd", argv, where.servers, where.n, filepath.Join(dir, "lispd.log"), nil, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -75,9 +77,9 @@ func startLispd(ctx context.Context, path, dir string, cpu int, profiles string)
 	for {
 		st, err := daemon.QueryStatus(sock)
 		if err == nil {
-			if len(st.Listen) != 1 {
+			if len(st.Listen) != 1 || st.Loops != where.n {
 				l.stop()
-				return nil, fmt.Errorf("lispd listens on %v, want one address", st.Listen)
+				return nil, fmt.Errorf("lispd listens on %v with %d loops, want one address and %d", st.Listen, st.Loops, where.n)
 			}
 			if l.addr, err = netip.ParseAddrPort(st.Listen[0]); err != nil {
 				l.stop()

@@ -38,27 +38,33 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 			return nil, fmt.Errorf("profile directory: %w", err)
 		}
 	}
-	r := &run{opts: opts, dir: dir, began: time.Now(), genCPU: -1, srvCPU: -1}
+	where, err := place(opts.ServerCPUs)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	r := &run{opts: opts, dir: dir, began: time.Now(), where: where}
 	if opts.Keep {
 		r.progress("keeping lispd's configuration and log in %s", dir)
 	} else {
 		defer os.RemoveAll(dir)
 	}
 	r.res.Environment = environment(lispdPath)
-	if gen, srv, ok := cpus(); ok {
-		restore, err := pinProcess(gen)
+	r.res.Environment.ServerCPUs, r.res.Environment.Flows = where.n, opts.flows()
+	if where.generator >= 0 {
+		restore, err := pinProcess(where.generator)
 		if err != nil {
 			return nil, err
 		}
 		defer restore()
-		r.genCPU, r.srvCPU = gen, srv
-		r.res.Environment.GeneratorPinning = fmt.Sprintf("all threads on cpu %d, sending and receiving on one locked thread", gen)
+		r.res.Environment.GeneratorPinning = fmt.Sprintf("all threads on cpu %d, sending and receiving on one locked thread", where.generator)
 	}
+	r.res.Environment.SharedCPUs = where.shared
 	// The phases run on one locked thread, which ends with them: the
 	// measurements of its CPU time are then of the generator alone.
 	done := make(chan error, 1)
 	go func() {
-		if err := lockThreadTo(r.genCPU); err != nil {
+		if err := lockThreadTo(oneCPU(r.where.generator)); err != nil {
 			done <- err
 			return
 		}
@@ -76,12 +82,12 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 
 // run is the state of one Run.
 type run struct {
-	opts           Options
-	dir            string
-	began          time.Time
-	genCPU, srvCPU int    // -1: not pinned
-	sock           string // lispd's control socket
-	res            Result
+	opts  Options
+	dir   string
+	began time.Time
+	where placement
+	sock  string // lispd's control socket
+	res   Result
 }
 
 func (r *run) progress(format string, args ...any) {
@@ -101,17 +107,17 @@ func (r *run) phases(ctx context.Context, lispdPath string) error {
 		return err
 	}
 	r.progress("starting %s and the reference server", lispdPath)
-	l, err := startLispd(ctx, lispdPath, r.dir, r.srvCPU, o.Profile)
+	l, err := startLispd(ctx, lispdPath, r.dir, r.where, o.Profile)
 	if err != nil {
 		return err
 	}
 	defer l.stop()
 	r.sock = l.sock
-	res.Environment.LispdPinning = pinning(l.pid()) + ", GOMAXPROCS=1"
+	res.Environment.LispdPinning = pinning(l.pid()) + fmt.Sprintf(", GOMAXPROCS=%d, -cpus %d", r.where.n, r.where.n)
 	if st, err := daemon.QueryStatus(l.sock); err == nil {
 		res.Environment.LispdVersion = st.Version
 	}
-	conn, err := dialUDP(l.addr)
+	conn, err := dialUDP(l.addr, r.opts.flows())
 	if err != nil {
 		return err
 	}
@@ -152,10 +158,10 @@ func (r *run) phases(ctx context.Context, lispdPath string) error {
 		Resent: ls.resent, Seconds: ls.elapsed.Seconds(), PerSecond: float64(o.Prefixes) / ls.elapsed.Seconds(),
 		ServerCPU: ls.server.Seconds() / ls.elapsed.Seconds(), NotifyBytes: ls.notifySize,
 		ReferencePerSecond: float64(o.Prefixes) / rs.elapsed.Seconds(), ReferenceNotifyBytes: rs.notifySize,
-		TargetPerSecond: TargetRegisters,
+		TargetRatio: TargetRegisterRatio,
 	}
 	reg.RatioToReference = reg.PerSecond / reg.ReferencePerSecond
-	reg.Met = reg.PerSecond >= TargetRegisters
+	reg.Met = reg.RatioToReference >= TargetRegisterRatio
 	if counters.Registrations != o.Prefixes {
 		return fmt.Errorf("lispd holds %d registrations after %d Map-Registers were acknowledged (%v)",
 			counters.Registrations, o.Prefixes, counters.MapRegisters)

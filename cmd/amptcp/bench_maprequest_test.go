@@ -76,7 +76,7 @@ func TestBenchMapRequest(t *testing.T) {
 	t.Logf("%s", out)
 	reg := res.MapRegister
 	if res.Prefixes != prefixes || reg.Count != prefixes || reg.Accepted < uint64(prefixes) || reg.Accepted > uint64(prefixes+reg.Resent) ||
-		reg.Registered != prefixes || reg.PerSecond <= 0 || reg.TargetPerSecond != 100_000 ||
+		reg.Registered != prefixes || reg.PerSecond <= 0 || reg.TargetRatio != 0.8 ||
 		reg.ReferencePerSecond <= 0 || reg.NotifyBytes == 0 || reg.NotifyBytes != reg.ReferenceNotifyBytes {
 		t.Errorf("map_register: %+v", reg)
 	}
@@ -88,7 +88,7 @@ func TestBenchMapRequest(t *testing.T) {
 	}
 	if req.MaxPerSecond != req.Lispd.PerSecond || req.ReferencePerSecond != req.Reference.PerSecond ||
 		req.Lispd.ReplyBytes != req.Reference.ReplyBytes ||
-		req.RatioToReference <= 0 || req.TargetPerSecond != 500_000 {
+		req.RatioToReference <= 0 || req.TargetRatio != 0.9 {
 		t.Errorf("map_request: %+v", req)
 	}
 	lat := res.Latency
@@ -97,8 +97,8 @@ func TestBenchMapRequest(t *testing.T) {
 			t.Errorf("latency: %+v", l)
 		}
 	}
-	if lat.Rate != req.MaxPerSecond/2 || lat.TargetP99US != 1000 {
-		t.Errorf("latency at %v, target %v; want half of %v and 1000", lat.Rate, lat.TargetP99US, req.MaxPerSecond)
+	if lat.Rate != req.MaxPerSecond/2 || lat.TargetP99Ratio != 2 || lat.P99Ratio != lat.P99/lat.Reference.P99 {
+		t.Errorf("latency at %v, p99 ratio %v, target %v; want half of %v and 2", lat.Rate, lat.P99Ratio, lat.TargetP99Ratio, req.MaxPerSecond)
 	}
 	if mem := res.Memory; mem.HeapBytesPerPrefix <= 0 || mem.RSSBytesPerPrefix <= 0 || mem.HeapAfter <= mem.HeapBefore {
 		t.Errorf("memory: %+v", mem)
