@@ -61,10 +61,11 @@ func (p *profiler) start() (*Profile, error) {
 		return nil, fmt.Errorf("a profile is running already (%s)", p.current.CPU)
 	}
 	p.n++
-	name := func(what string) string {
-		return filepath.Join(p.dir, "lispd-"+strconv.Itoa(p.n)+"."+what+".pprof")
+	name := func(what, ext string) string {
+		return filepath.Join(p.dir, "lispd-"+strconv.Itoa(p.n)+"."+what+ext)
 	}
-	prof := &Profile{CPU: name("cpu"), Trace: name("trace"), AllocsBefore: name("allocs-before"), Allocs: name("allocs")}
+	prof := &Profile{CPU: name("cpu", ".pprof"), Trace: name("trace", ".out"),
+		AllocsBefore: name("allocs-before", ".pprof"), Allocs: name("allocs", ".pprof")}
 	if err := writeProfile("allocs", prof.AllocsBefore); err != nil {
 		return nil, err
 	}

@@ -28,7 +28,10 @@ func (r *run) newReference(sizes EchoSizes) (ref *server, stop func(), err error
 		p.stop()
 		return nil, nil, err
 	}
-	r.res.Environment.ReferencePinning = pinning(p.pid()) + fmt.Sprintf(", GOMAXPROCS=%d, %d workers", r.where.n, r.where.n)
+	r.res.Environment.ReferencePinning = pinning(p.pid()) + fmt.Sprintf(", GOMAXPROCS=%d", r.where.n)
+	if r.where.n > 1 {
+		r.res.Environment.ReferencePinning += fmt.Sprintf(", %d workers", r.where.n)
+	}
 	ref = &server{name: "the reference", pid: p.pid(), conn: conn, failed: func(err error) error {
 		if p.exited() {
 			err = p.failure()

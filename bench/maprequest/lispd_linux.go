@@ -64,7 +64,10 @@ func startLispd(ctx context.Context, path, dir string, where placement, profiles
 	if err := os.WriteFile(cfgPath, []byte(text), 0o600); err != nil {
 		return nil, fmt.Errorf("write lispd configuration: %w", err)
 	}
-	argv := []string{path, "-config", cfgPath, "-cpus", strconv.Itoa(where.n)}
+	argv := []string{path, "-config", cfgPath}
+	if where.n > 1 { // without, a lispd older than -cpus runs too
+		argv = append(argv, "-cpus", strconv.Itoa(where.n))
+	}
 	if profiles != "" {
 		argv = append(argv, "-profile", profiles)
 	}
@@ -77,7 +80,7 @@ func startLispd(ctx context.Context, path, dir string, where placement, profiles
 	for {
 		st, err := daemon.QueryStatus(sock)
 		if err == nil {
-			if len(st.Listen) != 1 || st.Loops != where.n {
+			if len(st.Listen) != 1 || (st.Loops != where.n && (st.Loops != 0 || where.n != 1)) {
 				l.stop()
 				return nil, fmt.Errorf("lispd listens on %v with %d loops, want one address and %d", st.Listen, st.Loops, where.n)
 			}

@@ -113,7 +113,7 @@ func (r *run) phases(ctx context.Context, lispdPath string) error {
 	}
 	defer l.stop()
 	r.sock = l.sock
-	res.Environment.LispdPinning = pinning(l.pid()) + fmt.Sprintf(", GOMAXPROCS=%d, -cpus %d", r.where.n, r.where.n)
+	res.Environment.LispdPinning = pinning(l.pid()) + fmt.Sprintf(", GOMAXPROCS=%d", r.where.n)
 	if st, err := daemon.QueryStatus(l.sock); err == nil {
 		res.Environment.LispdVersion = st.Version
 	}
