@@ -78,8 +78,8 @@ func (r *Resolver) HandleECM(raw []byte, ecm *lisp.ECM, src netip.AddrPort, out 
 	}
 	replyTo := netip.AddrPortFrom(itr, ecm.Source.Port())
 
-	var records [4]lisp.MapRecord // the usual request has one
-	reply := lisp.MapReply{Nonce: req.Nonce, Records: records[:0]}
+	var room [4]mapping.Answer // the usual request asks for one EID
+	answers := room[:0]
 	forwarded := false
 	for _, rec := range req.Records {
 		iid, eid, ok := requestedEID(rec.EID)
@@ -90,22 +90,31 @@ func (r *Resolver) HandleECM(raw []byte, ecm *lisp.ECM, src netip.AddrPort, out 
 		ans := r.db.Resolve(iid, eid)
 		switch ans.Kind {
 		case mapping.Mapping:
-			reply.Records = append(reply.Records, ans.Record)
 			r.counter.mappings.Add(1)
 		case mapping.Forward:
 			if !forwarded {
 				r.forward(raw, ans.ETR, out)
 				forwarded = true
 			}
+			continue
 		default:
-			reply.Records = append(reply.Records, r.negative(ans))
+			ans.Record, ans.Wire = r.negative(ans), nil
 			r.counter.negatives.Add(1)
 		}
+		answers = append(answers, ans)
 	}
-	if len(reply.Records) == 0 {
+	if len(answers) == 0 {
 		return
 	}
-	b, err := reply.AppendBinary(out.Begin())
+	reply := lisp.MapReply{Nonce: req.Nonce}
+	b, err := reply.AppendHeader(out.Begin(), len(answers))
+	for i := 0; i < len(answers) && err == nil; i++ {
+		if w := answers[i].Wire; w != nil {
+			b = append(b, w...) // encoded once by the database
+		} else {
+			b, err = answers[i].Record.AppendBinary(b)
+		}
+	}
 	if err != nil { // records from the database always encode
 		r.log.Error("cannot encode Map-Reply", "to", replyTo, "error", err)
 		return
