@@ -1,16 +1,19 @@
 // Package maprequest measures lispd as a map-server and map-resolver over
 // loopback UDP, for `amptcp bench map-request`: how many
 // Map-Registers with HMAC-SHA-256 and how many Map-Requests per second
-// lispd answers on one core, the latency of Map-Requests at half that
-// rate, and the memory a registered prefix takes.
+// lispd answers on one core (or N, Options.ServerCPUs), the latency of
+// Map-Requests at half that rate, and the memory a registered prefix
+// takes.
 //
 // The numbers of a shared, noisy machine mean little alone, so every run
 // also measures a reference: a server that does lispd's batched UDP I/O
-// and nothing else (ServeEcho), on the same CPU with the same GOMAXPROCS.
+// and nothing else (ServeEcho), on the same CPUs with the same GOMAXPROCS.
 // lispd and the reference take turns, ten of a tenth of the duration
-// each, so that the machine's noise falls on both alike. The ratio of
-// their rates is what lispd's LISP work costs; the reference's rate is
-// what the kernel and Go's UDP path allow on this machine.
+// each, so that the machine's noise falls on both alike, and each ratio
+// is the median of the ten turns' ratios, so that a burst of other work
+// on one turn moves it little. The ratio of their rates is what lispd's
+// LISP work costs; the reference's rate is what the kernel and Go's UDP
+// path allow on this machine.
 //
 // The generator runs on one locked thread pinned to another CPU, calls
 // sendmmsg and recvmmsg itself, polls rather than sleeps, and allocates

@@ -109,7 +109,7 @@ func TestWriteText(t *testing.T) {
 		"Map-Request, maximum                123,456/s    246,913/s    0.50   ≥ 0.90  MISSED\n",
 		"Map-Request p99 at 61,728/s          850.5 µs       567 µs    1.50   ≤ 2.00  MET\n",
 		"memory per prefix, heap                 600 B\n",
-		"on the same 2 CPUs, from 2048 source addresses", "The generator shares the servers' CPUs",
+		"in 10 turns with lispd on the same 2 CPUs, from 2048 source addresses", "The generator shares the servers' CPUs",
 	} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("text lacks %q:\n%s", want, b.String())

@@ -192,6 +192,23 @@ type phaseStats struct {
 
 func (st *phaseStats) seconds() float64 { return st.elapsed.Seconds() }
 
+// add adds what o measured to st.
+func (st *phaseStats) add(o *phaseStats) {
+	st.elapsed += o.elapsed
+	st.replies += o.replies
+	st.sent += o.sent
+	st.lost += o.lost
+	st.negative += o.negative
+	st.unmatched += o.unmatched
+	st.replySize = max(st.replySize, o.replySize)
+	st.server += o.server
+	st.generator += o.generator
+	st.idle += o.idle
+	st.drops += o.drops
+	st.lag = max(st.lag, o.lag)
+	st.skipped += o.skipped
+}
+
 // perSecond is the rate of replies.
 func (st *phaseStats) perSecond() float64 { return float64(st.replies) / st.seconds() }
 

@@ -58,24 +58,26 @@ type RegisterResult struct {
 	NotifyBytes int     `json:"notify_bytes"`
 	// The reference server answered the same Map-Registers, in turns
 	// with lispd, with datagrams of the Map-Notify's size.
-	ReferencePerSecond   float64 `json:"reference_per_second"`
-	ReferenceNotifyBytes int     `json:"reference_notify_bytes"`
-	RatioToReference     float64 `json:"ratio_to_reference"`
-	TargetRatio          float64 `json:"target_ratio"`
-	Met                  bool    `json:"met"`
+	ReferencePerSecond   float64   `json:"reference_per_second"`
+	ReferenceNotifyBytes int       `json:"reference_notify_bytes"`
+	RatioToReference     float64   `json:"ratio_to_reference"` // the median of TurnRatios
+	TurnRatios           []float64 `json:"turn_ratios"`        // lispd's rate over the reference's, turn by turn
+	TargetRatio          float64   `json:"target_ratio"`
+	Met                  bool      `json:"met"`
 }
 
 // RequestResult is the maximum rate of Map-Requests, lispd's and the
 // reference server's, measured the same way in the same run.
 type RequestResult struct {
-	MaxPerSecond       float64 `json:"max_per_second"`
-	Lost               uint64  `json:"lost"`
-	ReferencePerSecond float64 `json:"reference_per_second"`
-	RatioToReference   float64 `json:"ratio_to_reference"`
-	TargetRatio        float64 `json:"target_ratio"`
-	Met                bool    `json:"met"`
-	Lispd              Load    `json:"lispd"`
-	Reference          Load    `json:"reference"`
+	MaxPerSecond       float64   `json:"max_per_second"`
+	Lost               uint64    `json:"lost"`
+	ReferencePerSecond float64   `json:"reference_per_second"`
+	RatioToReference   float64   `json:"ratio_to_reference"` // the median of TurnRatios
+	TurnRatios         []float64 `json:"turn_ratios"`        // lispd's rate over the reference's, turn by turn
+	TargetRatio        float64   `json:"target_ratio"`
+	Met                bool      `json:"met"`
+	Lispd              Load      `json:"lispd"`
+	Reference          Load      `json:"reference"`
 }
 
 // Load is one closed-loop measurement.
@@ -99,12 +101,13 @@ type Load struct {
 // lispd's latencies, and the reference's at the same rate, which are
 // those of the kernel and the machine alone.
 type LatencyResult struct {
-	Rate           float64  `json:"rate"`
-	OpenLoad                // lispd's: per_second, p50_us ... max_us, lost
-	P99Ratio       float64  `json:"p99_ratio"` // to the reference's
-	TargetP99Ratio float64  `json:"target_p99_ratio"`
-	Met            bool     `json:"met"`
-	Reference      OpenLoad `json:"reference"`
+	Rate           float64   `json:"rate"`
+	OpenLoad                 // lispd's: per_second, p50_us ... max_us, lost
+	P99Ratio       float64   `json:"p99_ratio"`   // the median of TurnRatios
+	TurnRatios     []float64 `json:"turn_ratios"` // lispd's p99 over the reference's, turn by turn
+	TargetP99Ratio float64   `json:"target_p99_ratio"`
+	Met            bool      `json:"met"`
+	Reference      OpenLoad  `json:"reference"`
 }
 
 // OpenLoad is one open-loop measurement.
@@ -181,7 +184,8 @@ func WriteText(w io.Writer, r *Result) error {
 		cpus = fmt.Sprintf("%d CPUs, from %d source addresses", e.ServerCPUs, e.Flows)
 	}
 	fmt.Fprintf(&b, "\nThe reference is a UDP server doing lispd's batched I/O and nothing else, measured\n"+
-		"in turns with lispd on the same %s.\n", cpus)
+		"in %d turns with lispd on the same %s. A ratio is the median over the turns of lispd's\n"+
+		"rate (p99) over the reference's in the turn next to it.\n", turns, cpus)
 	if e.SharedCPUs {
 		fmt.Fprintf(&b, "The generator shares the servers' CPUs (the machine has no %d for them and one for it):\n"+
 			"both rates are lower than %d CPUs of their own would give, and the ratio compares them alike.\n", e.ServerCPUs, e.ServerCPUs)

@@ -140,7 +140,7 @@ func (r *run) phases(ctx context.Context, lispdPath string) error {
 		return err
 	}
 	r.progress("registering %d prefixes with lispd at %s and the reference, in %d turns, window %d", o.Prefixes, l.addr, turns, o.Window)
-	ls, rs, err := r.registration(ctx, lispd, ref, regs)
+	ls, rs, ratios, err := r.registration(ctx, lispd, ref, regs)
 	if err != nil {
 		if c, cerr := daemon.QueryCounters(l.sock); cerr == nil && !l.exited() {
 			err = fmt.Errorf("%w; lispd counted Map-Registers %v", err, c.MapRegisters)
@@ -160,7 +160,7 @@ func (r *run) phases(ctx context.Context, lispdPath string) error {
 		ReferencePerSecond: float64(o.Prefixes) / rs.elapsed.Seconds(), ReferenceNotifyBytes: rs.notifySize,
 		TargetRatio: TargetRegisterRatio,
 	}
-	reg.RatioToReference = reg.PerSecond / reg.ReferencePerSecond
+	reg.TurnRatios, reg.RatioToReference = ratios, median(ratios)
 	reg.Met = reg.RatioToReference >= TargetRegisterRatio
 	if counters.Registrations != o.Prefixes {
 		return fmt.Errorf("lispd holds %d registrations after %d Map-Registers were acknowledged (%v)",
