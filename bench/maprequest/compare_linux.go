@@ -93,7 +93,11 @@ func (r *run) compare(ctx context.Context, lispd, ref *server) error {
 	if err := r.profiled("request-max", func() error {
 		return inTurns(lispd, ref, func(s *server, st *phaseStats) error {
 			return s.load.closedLoop(ctx, o.Window, o.Duration/turns, st)
-		}, &ls, &rs, func(l, r *phaseStats) { ratios = append(ratios, l.perSecond()/r.perSecond()) })
+		}, &ls, &rs, func(l, r *phaseStats) {
+			if r.replies > 0 { // else the turn says nothing
+				ratios = append(ratios, l.perSecond()/r.perSecond())
+			}
+		})
 	}); err != nil {
 		return err
 	}
@@ -130,8 +134,8 @@ func (r *run) latency(ctx context.Context, lispd, ref *server, perSecond float64
 		}, &ls, &rs, func(_, _ *phaseStats) {
 			l, r := lispd.load.latencies[lispdFrom:], ref.load.latencies[refFrom:]
 			lispdFrom, refFrom = len(lispd.load.latencies), len(ref.load.latencies)
-			if len(l) > 0 && len(r) > 0 {
-				ratios = append(ratios, Summarize(l).P99/Summarize(r).P99)
+			if p, ref := Summarize(l).P99, Summarize(r).P99; len(l) > 0 && ref > 0 {
+				ratios = append(ratios, p/ref)
 			}
 		})
 	}); err != nil {
