@@ -153,8 +153,9 @@ func (r *Registration) keep(keep func(*ETR) bool) (dropped []*ETR) {
 // merge computes the record replies carry from the ETRs' records: their
 // locators without duplicates, in the order the ETRs first registered,
 // and the action and map-version of the latest Map-Register. The locators
-// are a new slice, or the one ETR's own.
-func (r *Registration) merge(proxyTTL uint32) {
+// are a new slice, or the one ETR's own. scratch is room to encode the
+// record in, kept from call to call.
+func (r *Registration) merge(proxyTTL uint32, scratch *[]byte) {
 	if len(r.ETRs) == 0 {
 		return
 	}
@@ -189,14 +190,14 @@ func (r *Registration) merge(proxyTTL uint32) {
 			}
 		}
 	}
-	r.encode()
+	r.encode(scratch)
 }
 
 // encode keeps Record encoded in wire, or nothing when it does not encode
 // (a proxy reply then encodes it and reports the error).
-func (r *Registration) encode() {
-	var scratch [128]byte
-	b, err := r.Record.AppendBinary(scratch[:0])
+func (r *Registration) encode(scratch *[]byte) {
+	b, err := r.Record.AppendBinary((*scratch)[:0])
+	*scratch = b
 	switch {
 	case err != nil:
 		r.wire = nil

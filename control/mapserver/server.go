@@ -39,6 +39,7 @@ type Server struct {
 	notifies  deadlines.Queue[*pendingNotify]
 	counter   counters
 	refusals  refusalLog
+	scratch   []byte // to encode records in (Registration.encode)
 }
 
 // New returns a map-server for a validated configuration. A nil logger
@@ -212,7 +213,7 @@ func (s *Server) apply(site *Site, m *lisp.MapRegister, eids []mapping.EID, src 
 		// each ETR registers all of the site's locators); with it, it
 		// replaces only its own part among the ETRs that merge.
 		s.drop(reg, reg.keep(func(e *ETR) bool { return e == etr || (etr.Merge && e.Merge) }))
-		reg.merge(s.proxyTTL)
+		reg.merge(s.proxyTTL, &s.scratch)
 		s.expiry.Schedule(etr)
 		if !sameLocators(before, reg.Record.Locators) {
 			s.notifyMerged(reg, etr, now, out)
@@ -235,7 +236,7 @@ func (s *Server) drop(reg *Registration, gone []*ETR) {
 		return
 	}
 	if len(gone) > 0 {
-		reg.merge(s.proxyTTL)
+		reg.merge(s.proxyTTL, &s.scratch)
 	}
 }
 
