@@ -145,6 +145,7 @@ func (r *run) latency(ctx context.Context, lispd, ref *server, perSecond float64
 		return OpenLoad{
 			PerSecond: float64(st.sent) / st.seconds(), Distribution: Summarize(s.load.latencies),
 			Lost: st.lost, Skipped: st.skipped, ScheduleLagUS: micros(st.lag), ServerCPU: st.server.Seconds() / st.seconds(),
+			ServerWait:  st.waited.Seconds() / st.seconds(),
 			KernelDrops: st.drops,
 		}
 	}

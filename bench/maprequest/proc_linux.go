@@ -182,6 +182,30 @@ func cpuTime(pid int) time.Duration {
 	return time.Duration(utime+stime) * 10 * time.Millisecond
 }
 
+// runDelay is how long the threads of a process, those alive now, have
+// waited for a CPU while they could run (the second field of each
+// thread's /proc/PID/task/TID/schedstat): time the server lost to other
+// tasks on its CPUs.
+func runDelay(pid int) time.Duration {
+	dir := "/proc/" + strconv.Itoa(pid) + "/task"
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return 0
+	}
+	var sum time.Duration
+	for _, t := range tasks {
+		b, err := os.ReadFile(dir + "/" + t.Name() + "/schedstat")
+		if err != nil {
+			continue // the thread ended
+		}
+		if f := strings.Fields(string(b)); len(f) >= 2 {
+			ns, _ := strconv.ParseInt(f[1], 10, 64)
+			sum += time.Duration(ns)
+		}
+	}
+	return sum
+}
+
 // udpDrops is the kernel's count of UDP datagrams dropped for a full
 // receive buffer, on the whole host (loopback traffic included).
 func udpDrops() uint64 {

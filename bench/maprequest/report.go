@@ -89,6 +89,7 @@ type Load struct {
 	Unmatched    uint64  `json:"unmatched"`
 	ReplyBytes   int     `json:"reply_bytes"`
 	ServerCPU    float64 `json:"server_cpu"`    // cores the server used
+	ServerWait   float64 `json:"server_wait"`   // the server's threads' time runnable but not running, in cores
 	GeneratorCPU float64 `json:"generator_cpu"` // cores the generator's thread used, polling included
 	// GeneratorBusy is the share of the time the generator had something
 	// to send or receive: well under 1, the generator kept up and the
@@ -121,6 +122,7 @@ type OpenLoad struct {
 	Skipped       uint64  `json:"skipped"`
 	ScheduleLagUS float64 `json:"schedule_lag_max_us"`
 	ServerCPU     float64 `json:"server_cpu"`
+	ServerWait    float64 `json:"server_wait"`  // the server's threads' time runnable but not running, in cores
 	KernelDrops   uint64  `json:"kernel_drops"` // UDP receive-buffer drops, host-wide
 }
 
@@ -200,17 +202,17 @@ func WriteText(w io.Writer, r *Result) error {
 		name string
 		Load
 	}{{"lispd", req.Lispd}, {"reference", req.Reference}} {
-		fmt.Fprintf(&b, "  %-9s %s: %d replies of %d bytes, %d lost, %d negative; server used %.2f cores, generator busy %.0f%%; kernel drops %d\n",
-			l.name, rate(l.PerSecond), l.Replies, l.ReplyBytes, l.Lost, l.Negative, l.ServerCPU, 100*l.GeneratorBusy, l.KernelDrops)
+		fmt.Fprintf(&b, "  %-9s %s: %d replies of %d bytes, %d lost, %d negative; server used %.2f cores, waited %.2f for them; generator busy %.0f%%; kernel drops %d\n",
+			l.name, rate(l.PerSecond), l.Replies, l.ReplyBytes, l.Lost, l.Negative, l.ServerCPU, l.ServerWait, 100*l.GeneratorBusy, l.KernelDrops)
 	}
 	fmt.Fprintf(&b, "latency at %s, open loop, %gs each:\n", rate(lat.Rate), r.Seconds)
 	for _, l := range []struct {
 		name string
 		OpenLoad
 	}{{"lispd", lat.OpenLoad}, {"reference", lat.Reference}} {
-		fmt.Fprintf(&b, "  %-9s %s: p50 %s, p90 %s, p99 %s, p99.9 %s, max %s; %d lost (kernel drops %d), %d skipped, lag ≤ %s; server used %.2f cores\n",
+		fmt.Fprintf(&b, "  %-9s %s: p50 %s, p90 %s, p99 %s, p99.9 %s, max %s; %d lost (kernel drops %d), %d skipped, lag ≤ %s; server used %.2f cores, waited %.2f for them\n",
 			l.name, rate(l.PerSecond), us(l.P50), us(l.P90), us(l.P99), us(l.P999), us(l.Max),
-			l.Lost, l.KernelDrops, l.Skipped, us(l.ScheduleLagUS), l.ServerCPU)
+			l.Lost, l.KernelDrops, l.Skipped, us(l.ScheduleLagUS), l.ServerCPU, l.ServerWait)
 	}
 	m := r.Memory
 	fmt.Fprintf(&b, "memory: heap %s -> %s, RSS %s -> %s\n", mib(m.HeapBefore), mib(m.HeapAfter), mib(m.RSSBefore), mib(m.RSSAfter))

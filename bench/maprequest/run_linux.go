@@ -219,7 +219,7 @@ func loadResult(st *phaseStats) Load {
 	return Load{
 		PerSecond: st.perSecond(), Replies: st.replies, Lost: st.lost,
 		Negative: st.negative, Unmatched: st.unmatched, ReplyBytes: st.replySize,
-		ServerCPU: st.server.Seconds() / secs, GeneratorCPU: st.generator.Seconds() / secs,
+		ServerCPU: st.server.Seconds() / secs, ServerWait: st.waited.Seconds() / secs, GeneratorCPU: st.generator.Seconds() / secs,
 		GeneratorBusy: 1 - st.idle.Seconds()/secs, KernelDrops: st.drops,
 	}
 }

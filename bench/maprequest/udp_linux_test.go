@@ -2,8 +2,10 @@ package maprequest
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -177,5 +179,24 @@ func TestUDPConnFlows(t *testing.T) {
 	}
 	if _, err := dialUDP(netip.MustParseAddrPort("192.0.2.1:4342"), 2); err == nil {
 		t.Error("flows to an address that is not loopback")
+	}
+}
+
+// TestRunDelay checks that a process's run-queue delay adds up its
+// threads', the main one's among them.
+func TestRunDelay(t *testing.T) {
+	b, err := os.ReadFile("/proc/self/schedstat")
+	if err != nil {
+		t.Skipf("no schedstat: %v", err)
+	}
+	var run, wait int64
+	if _, err := fmt.Sscan(string(b), &run, &wait); err != nil {
+		t.Fatal(err)
+	}
+	if got := runDelay(os.Getpid()); got < time.Duration(wait) {
+		t.Errorf("runDelay = %v, below the main thread's %v", got, time.Duration(wait))
+	}
+	if got := runDelay(-1); got != 0 {
+		t.Errorf("runDelay of no process = %v", got)
 	}
 }
