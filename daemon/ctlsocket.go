@@ -12,7 +12,8 @@ import (
 // with {"status": {...}}, "counters" with the counters, "memory" by
 // collecting garbage and reporting the heap; "reload" reloads the
 // configuration, "restart" restarts lispd keeping the data plane, "stop"
-// stops it for good.
+// stops it for good; "profile-start" and "profile-stop" profile it
+// (WithProfiles).
 
 // Memory is the daemon's memory after a garbage collection: what its
 // registrations really take, for `amptcp bench`.
@@ -54,8 +55,12 @@ func (d *Daemon) serveControl(ctx context.Context) {
 		case "stop":
 			d.Stop()
 			return d.restartStatus(), nil
+		case "profile-start":
+			return d.prof.start()
+		case "profile-stop":
+			return d.prof.stop()
 		}
-		return nil, fmt.Errorf("unknown command %q (status, counters, memory, reload, restart, stop)", command)
+		return nil, fmt.Errorf("unknown command %q (status, counters, memory, reload, restart, stop, profile-start, profile-stop)", command)
 	})
 }
 

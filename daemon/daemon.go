@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"runtime"
 	"sync"
 	"time"
 
@@ -43,6 +44,7 @@ type Daemon struct {
 
 	conns   []*conn
 	ctl     net.Listener // nil without a control socket
+	prof    profiler
 	counter counters
 }
 
@@ -53,11 +55,11 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Daemon, error) 
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	o := options{dataplane: newDataplane}
+	o := options{dataplane: newDataplane, loops: runtime.GOMAXPROCS(0)}
 	for _, opt := range opts {
 		opt(&o)
 	}
-	d := &Daemon{cfg: cfg, log: log, started: time.Now(), opts: o, exit: make(chan exit, 1)}
+	d := &Daemon{cfg: cfg, log: log, started: time.Now(), opts: o, exit: make(chan exit, 1), prof: profiler{dir: o.profiles}}
 	if cfg.Has(config.RoleMapServer) {
 		ms, err := mapserver.New(cfg.MapServer, log)
 		if err != nil {
@@ -101,7 +103,7 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Daemon, error) 
 			d.Close()
 			return nil, err
 		}
-		c, err := listen(ap)
+		c, err := listen(ap, o.loops)
 		if err != nil {
 			d.Close()
 			return nil, err
@@ -153,7 +155,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 	defer cancel()
 	var wg sync.WaitGroup
 	for _, c := range d.conns {
-		wg.Go(func() { d.serve(c) })
+		for _, s := range c.sockets() {
+			wg.Go(func() { d.serve(s) })
+		}
 	}
 	if d.ms != nil {
 		wg.Go(func() { d.tickMapServer(ctx) })

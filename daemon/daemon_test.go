@@ -23,7 +23,7 @@ import (
 
 const siteKey = "site-a-key"
 
-func startDaemon(t *testing.T, extra string) (*daemon.Daemon, string) {
+func startDaemon(t *testing.T, extra string, opts ...daemon.Option) (*daemon.Daemon, string) {
 	t.Helper()
 	sock := filepath.Join(t.TempDir(), "lispd.sock")
 	cfg, err := config.Parse([]byte(`
@@ -40,7 +40,7 @@ map-resolver: {rate-limit: {per-second: 0}}
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := daemon.New(cfg, nil)
+	d, err := daemon.New(cfg, nil, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,11 +17,11 @@ import (
 // xtr's own EIDs, which it registered without asking for proxy replies.
 func (d *Daemon) handle(w *worker, pkt []byte, from netip.AddrPort) {
 	if len(pkt) == 0 {
-		d.counter.malformed.Add(1)
+		w.counter.malformed.Add(1)
 		return
 	}
 	t := lisp.MsgType(pkt[0] >> 4)
-	d.counter.received[t].Add(1)
+	w.counter.received[t].Add(1)
 	switch {
 	case t == lisp.TypeMapRegister && d.ms != nil:
 		d.ms.HandleRegister(pkt, from, &w.out)
@@ -29,7 +29,7 @@ func (d *Daemon) handle(w *worker, pkt []byte, from netip.AddrPort) {
 		d.ms.HandleNotifyAck(pkt, from)
 	case t == lisp.TypeECM && (d.mr != nil || d.tun != nil || d.ddt != nil):
 		if err := w.ecm.DecodeFromBytes(pkt); err != nil {
-			d.counter.malformed.Add(1)
+			w.counter.malformed.Add(1)
 			d.log.Debug("malformed ECM", "from", from, "error", err)
 			return
 		}
@@ -47,13 +47,13 @@ func (d *Daemon) handle(w *worker, pkt []byte, from netip.AddrPort) {
 		}
 		req, ok := w.ecm.Message.(*lisp.MapRequest)
 		if !ok {
-			d.counter.unexpected[t].Add(1)
+			w.counter.unexpected[t].Add(1)
 			return
 		}
 		d.tun.xtr.HandleRequest(req, w.ecm.Source.Port(), from, &w.out)
 	case t == lisp.TypeMapRequest && d.tun != nil:
 		if err := w.req.DecodeFromBytes(pkt); err != nil {
-			d.counter.malformed.Add(1)
+			w.counter.malformed.Add(1)
 			d.log.Debug("malformed Map-Request", "from", from, "error", err)
 			return
 		}
@@ -64,7 +64,7 @@ func (d *Daemon) handle(w *worker, pkt []byte, from netip.AddrPort) {
 		d.tun.xtr.HandleRequest(&w.req, from.Port(), from, &w.out) // probes, and requests sent directly
 	case t == lisp.TypeMapReply && d.tun != nil:
 		if err := w.reply.DecodeFromBytes(pkt); err != nil {
-			d.counter.malformed.Add(1)
+			w.counter.malformed.Add(1)
 			d.log.Debug("malformed Map-Reply", "from", from, "error", err)
 			return
 		}
@@ -78,7 +78,7 @@ func (d *Daemon) handle(w *worker, pkt []byte, from netip.AddrPort) {
 	case t == lisp.TypeMapNotify && d.tun != nil:
 		d.tun.xtr.HandleNotify(pkt, from, &w.out) // counts the malformed ones
 	default:
-		d.counter.unexpected[t].Add(1)
+		w.counter.unexpected[t].Add(1)
 	}
 }
 
@@ -94,6 +94,7 @@ func (d *Daemon) handleDDT(w *worker, pkt []byte, from netip.AddrPort) {
 }
 
 type counters struct {
+	datagrams  atomic.Uint64     // received, of any type
 	received   [16]atomic.Uint64 // by message type
 	unexpected [16]atomic.Uint64 // types no role here takes
 	malformed  atomic.Uint64

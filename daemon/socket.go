@@ -33,33 +33,72 @@ type conn struct {
 	udp   *net.UDPConn
 	batch *udpbatch.Conn
 	local netip.AddrPort
+	// more are the other sockets bound to local, one per serving loop
+	// beyond the first (see listen).
+	more []*conn
+	// loop is the state of the loop that serves this socket.
+	loop worker
 }
 
-func listen(ap netip.AddrPort) (*conn, error) {
+// listen opens the sockets of one listen address, one per serving loop
+// (udpbatch.ListenGroup: a peer's datagrams all go to one loop, in order).
+func listen(ap netip.AddrPort, loops int) (*conn, error) {
 	network := "udp4"
 	if ap.Addr().Is6() {
 		network = "udp6" // IPv6 only: IPv4 has its own socket
 	}
-	udp, err := net.ListenUDP(network, net.UDPAddrFromAddrPort(ap))
+	udps, err := udpbatch.ListenGroup(network, ap, loops)
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", ap, err)
 	}
+	var c *conn
+	for i, u := range udps {
+		s, err := newConn(u)
+		if err != nil {
+			for _, u := range udps[i:] {
+				u.Close()
+			}
+			if c != nil {
+				c.close()
+			}
+			return nil, fmt.Errorf("listen on %s: %w", ap, err)
+		}
+		if c == nil {
+			c = s
+		} else {
+			c.more = append(c.more, s)
+		}
+	}
+	return c, nil
+}
+
+// newConn sets up a bound socket for batched I/O.
+func newConn(udp *net.UDPConn) (*conn, error) {
 	b, err := udpbatch.New(udp, batch, maxDatagram, spin)
 	if err == nil {
 		err = b.SetBuffers(socketBuffer)
 	}
 	if err != nil {
-		udp.Close()
-		return nil, fmt.Errorf("listen on %s: %w", ap, err)
+		return nil, err
 	}
 	return &conn{udp: udp, batch: b, local: udp.LocalAddr().(*net.UDPAddr).AddrPort()}, nil
 }
 
-func (c *conn) close() { c.udp.Close() }
+// sockets are c's sockets, each served by its own loop.
+func (c *conn) sockets() []*conn { return append([]*conn{c}, c.more...) }
+
+func (c *conn) close() {
+	c.udp.Close()
+	for _, m := range c.more {
+		m.udp.Close()
+	}
+}
 
 // worker is the state of one serving loop, reused from batch to batch so
-// that answering allocates little.
+// that answering allocates little. Its counters are its own, so that loops
+// on different CPUs do not contend for them; Counters adds them up.
 type worker struct {
+	counter  counters
 	ecm      lisp.ECM
 	req      lisp.MapRequest
 	reply    lisp.MapReply
@@ -70,7 +109,7 @@ type worker struct {
 
 // serve reads, handles and answers datagrams until the socket is closed.
 func (d *Daemon) serve(c *conn) {
-	w := &worker{}
+	w := &c.loop
 	for {
 		n, err := c.batch.Read()
 		if err != nil {
@@ -80,11 +119,12 @@ func (d *Daemon) serve(c *conn) {
 			d.log.Warn("read", "socket", c.local, "error", err)
 			continue
 		}
+		w.counter.datagrams.Add(uint64(n))
 		w.out.Reset()
 		for i := range n {
 			pkt, from, truncated := c.batch.Datagram(i)
 			if truncated {
-				d.counter.oversized.Add(1)
+				w.counter.oversized.Add(1)
 				continue
 			}
 			d.handle(w, pkt, from)
@@ -103,12 +143,12 @@ func (d *Daemon) flush(c *conn, w *worker) {
 		case c:
 			w.dsts, w.payloads = append(w.dsts, dst), append(w.payloads, payload)
 		case nil:
-			d.counter.unroutable.Add(1)
+			w.counter.unroutable.Add(1)
 		default: // rare: an answer in the other family
 			if _, err := out.udp.WriteToUDPAddrPort(payload, dst); err != nil {
-				d.counter.sendErrors.Add(1)
+				w.counter.sendErrors.Add(1)
 			} else {
-				d.counter.sent.Add(1)
+				w.counter.sent.Add(1)
 			}
 		}
 	}
@@ -116,11 +156,11 @@ func (d *Daemon) flush(c *conn, w *worker) {
 		return
 	}
 	if err := c.batch.Write(w.dsts, w.payloads); err != nil {
-		d.counter.sendErrors.Add(1)
+		w.counter.sendErrors.Add(1)
 		d.log.Debug("write", "socket", c.local, "error", err)
 		return
 	}
-	d.counter.sent.Add(uint64(len(w.dsts)))
+	w.counter.sent.Add(uint64(len(w.dsts)))
 }
 
 // connFor picks the socket to send to dst from: c if it is of dst's
@@ -135,4 +175,11 @@ func (d *Daemon) connFor(c *conn, dst netip.Addr) *conn {
 		}
 	}
 	return nil
+}
+
+// WithLoops sets how many loops serve each listen address, each with a
+// socket of its own (see listen): one per CPU lispd may use
+// (GOMAXPROCS) by default.
+func WithLoops(n int) Option {
+	return func(o *options) { o.loops = max(n, 1) }
 }

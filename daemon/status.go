@@ -21,6 +21,7 @@ type Status struct {
 	Started   time.Time         `json:"started"`
 	Roles     []config.Role     `json:"roles"`
 	Listen    []string          `json:"listen"`
+	Loops     int               `json:"loops"` // serving each listen address, one per CPU (-cpus)
 	Counters  Counters          `json:"counters"`
 	MapServer *mapserver.Status `json:"map_server,omitempty"`
 	// DDTNode is the ddt-node role's delegations, DDTResolver the
@@ -56,6 +57,10 @@ type Counters struct {
 	Sent       uint64            `json:"sent"`
 	SendErrors uint64            `json:"send_errors"`
 	Unroutable uint64            `json:"unroutable"`
+	// ByLoop counts the datagrams each serving loop received, the loops
+	// of each listen address in turn: how evenly the kernel spreads the
+	// peers over them.
+	ByLoop []uint64 `json:"by_loop"`
 
 	// The map-server: Map-Registers by result ("accepted" or the reason
 	// for refusing), Map-Notifies sent, EID-prefixes registered now and
@@ -94,21 +99,27 @@ type Counters struct {
 
 // Counters returns the current counters.
 func (d *Daemon) Counters() Counters {
-	c := Counters{
-		Received:   map[string]uint64{},
-		Unexpected: map[string]uint64{},
-		Malformed:  d.counter.malformed.Load(),
-		Oversized:  d.counter.oversized.Load(),
-		Sent:       d.counter.sent.Load(),
-		SendErrors: d.counter.sendErrors.Load(),
-		Unroutable: d.counter.unroutable.Load(),
-	}
-	for t := range d.counter.received {
-		if n := d.counter.received[t].Load(); n > 0 {
-			c.Received[lisp.MsgType(t).String()] = n
+	c := Counters{Received: map[string]uint64{}, Unexpected: map[string]uint64{}}
+	all := []*counters{&d.counter}
+	for _, conn := range d.conns {
+		for _, s := range conn.sockets() {
+			all = append(all, &s.loop.counter)
+			c.ByLoop = append(c.ByLoop, s.loop.counter.datagrams.Load())
 		}
-		if n := d.counter.unexpected[t].Load(); n > 0 {
-			c.Unexpected[lisp.MsgType(t).String()] = n
+	}
+	for _, k := range all {
+		c.Malformed += k.malformed.Load()
+		c.Oversized += k.oversized.Load()
+		c.Sent += k.sent.Load()
+		c.SendErrors += k.sendErrors.Load()
+		c.Unroutable += k.unroutable.Load()
+		for t := range k.received {
+			if n := k.received[t].Load(); n > 0 {
+				c.Received[lisp.MsgType(t).String()] += n
+			}
+			if n := k.unexpected[t].Load(); n > 0 {
+				c.Unexpected[lisp.MsgType(t).String()] += n
+			}
 		}
 	}
 	if d.ms != nil {
@@ -159,6 +170,9 @@ func (d *Daemon) Status() Status {
 	d.mu.Unlock()
 	for _, a := range d.Addrs() {
 		st.Listen = append(st.Listen, a.String())
+	}
+	if len(d.conns) > 0 {
+		st.Loops = len(d.conns[0].sockets())
 	}
 	if d.ms != nil {
 		ms := d.ms.Status()

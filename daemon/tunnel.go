@@ -64,6 +64,8 @@ type options struct {
 	dataplane DataplaneFunc
 	cfgFile   string         // what Reload reads and Restart checks
 	level     *slog.LevelVar // what Reload sets log.level in
+	profiles  string         // WithProfiles
+	loops     int            // WithLoops
 	teFetch   func(ctx context.Context, url string) ([]pce.Row, error)
 }
 

@@ -101,7 +101,12 @@ func (r *reader) auth(a *Auth) {
 	a.KeyID = r.u8("key ID")
 	a.Algorithm = AuthAlgorithm(r.u8("algorithm ID"))
 	n := int(r.u16("authentication data length"))
-	a.Data = r.copyBytes(n, "authentication data")
+	// Decoding into the same message again reuses its storage, as the
+	// map-server's loop does.
+	a.Data = append(a.Data[:0], r.take(n, "authentication data")...)
+	if len(a.Data) == 0 {
+		a.Data = nil
+	}
 }
 
 // Verify checks the authentication data of an encoded Map-Register,

@@ -39,17 +39,27 @@ func (m *MapReply) Type() MsgType { return TypeMapReply }
 func (m *MapReply) Len() int { return 12 + recordsLen(m.Records) }
 
 func (m *MapReply) AppendBinary(b []byte) ([]byte, error) {
-	if len(m.Records) > 255 {
-		return nil, countError("Map-Reply", "records", len(m.Records), 255)
+	b, err := m.AppendHeader(b, len(m.Records))
+	if err != nil {
+		return nil, err
+	}
+	return appendRecords(b, m.Records, "Map-Reply")
+}
+
+// AppendHeader appends the fixed part of m, the flags and nonce, saying
+// that records records follow, and not m.Records: the caller appends the
+// records (MapRecord.AppendBinary, or copies of records it encoded once).
+func (m *MapReply) AppendHeader(b []byte, records int) ([]byte, error) {
+	if records > 255 {
+		return nil, countError("Map-Reply", "records", records, 255)
 	}
 	w := uint32(TypeMapReply)<<28 |
 		flag(m.Probe, mrepProbe) |
 		flag(m.EchoNonce, mrepEchoNonce) |
 		flag(m.Security, mrepSecurity) |
-		uint32(len(m.Records))
+		uint32(records)
 	b = binary.BigEndian.AppendUint32(b, w)
-	b = binary.BigEndian.AppendUint64(b, m.Nonce)
-	return appendRecords(b, m.Records, "Map-Reply")
+	return binary.BigEndian.AppendUint64(b, m.Nonce), nil
 }
 
 func (m *MapReply) DecodeFromBytes(b []byte) error {

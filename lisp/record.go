@@ -260,6 +260,12 @@ func (r *reader) recordHeader(eid *Address) recordHeader {
 	return h
 }
 
+// AppendBinary appends the record as Map-Reply, Map-Register and
+// Map-Notify carry it. A map-server that sends one record in many replies
+// encodes it once, and builds each reply with MapReply.AppendHeader and a
+// copy of it.
+func (rec *MapRecord) AppendBinary(b []byte) ([]byte, error) { return rec.appendTo(b, "EID-record") }
+
 func (rec *MapRecord) appendTo(b []byte, msg string) ([]byte, error) {
 	b, err := appendRecordHeader(b, recordHeader{
 		ttl: rec.TTL, count: len(rec.Locators), maskLen: rec.MaskLen,

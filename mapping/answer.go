@@ -35,6 +35,10 @@ type Answer struct {
 	// Record is the mapping to send, for Mapping. It is shared: read it,
 	// do not change it.
 	Record lisp.MapRecord
+	// Wire, if not nil, is Record encoded (MapRecord.AppendBinary), which
+	// a database that answers often keeps: a reply copies it. It is
+	// shared too.
+	Wire []byte
 	// ETR is the address to forward the Map-Request to, for Forward.
 	ETR netip.Addr
 }

@@ -12,6 +12,7 @@ import (
 // map-server guards it with its lock.
 type Table[V any] struct {
 	iids map[uint32]*bart.Table[V]
+	iid0 *bart.Table[V] // iids[0], for lookups without a map access: most EIDs have no instance ID
 	n    int
 }
 
@@ -21,13 +22,30 @@ func NewTable[V any]() *Table[V] { return &Table[V]{iids: map[uint32]*bart.Table
 // Len is the number of EID-prefixes in the table.
 func (t *Table[V]) Len() int { return t.n }
 
-// Insert sets the value of e, replacing any.
-func (t *Table[V]) Insert(e EID, v V) {
-	bt := t.iids[e.IID]
+// instance returns the table of iid, creating it.
+func (t *Table[V]) instance(iid uint32) *bart.Table[V] {
+	bt := t.iids[iid]
 	if bt == nil {
 		bt = new(bart.Table[V])
-		t.iids[e.IID] = bt
+		t.iids[iid] = bt
+		if iid == 0 {
+			t.iid0 = bt
+		}
 	}
+	return bt
+}
+
+// lookupInstance returns the table of iid, or nil.
+func (t *Table[V]) lookupInstance(iid uint32) *bart.Table[V] {
+	if iid == 0 {
+		return t.iid0
+	}
+	return t.iids[iid]
+}
+
+// Insert sets the value of e, replacing any.
+func (t *Table[V]) Insert(e EID, v V) {
+	bt := t.instance(e.IID)
 	if _, ok := bt.Get(e.Prefix); !ok {
 		t.n++
 	}
@@ -37,11 +55,7 @@ func (t *Table[V]) Insert(e EID, v V) {
 // Upsert returns the value of e, inserting create() first when e is not
 // in the table, in one walk of the trie.
 func (t *Table[V]) Upsert(e EID, create func() V) (v V, created bool) {
-	bt := t.iids[e.IID]
-	if bt == nil {
-		bt = new(bart.Table[V])
-		t.iids[e.IID] = bt
-	}
+	bt := t.instance(e.IID)
 	bt.Modify(e.Prefix, func(old V, ok bool) (V, bool) {
 		if ok {
 			v = old
@@ -58,7 +72,7 @@ func (t *Table[V]) Upsert(e EID, create func() V) (v V, created bool) {
 
 // Delete removes e and reports whether it was there.
 func (t *Table[V]) Delete(e EID) bool {
-	bt := t.iids[e.IID]
+	bt := t.lookupInstance(e.IID)
 	if bt == nil {
 		return false
 	}
@@ -69,13 +83,16 @@ func (t *Table[V]) Delete(e EID) bool {
 	t.n--
 	if bt.Size() == 0 {
 		delete(t.iids, e.IID)
+		if e.IID == 0 {
+			t.iid0 = nil
+		}
 	}
 	return true
 }
 
 // Get returns the value of exactly e.
 func (t *Table[V]) Get(e EID) (V, bool) {
-	if bt := t.iids[e.IID]; bt != nil {
+	if bt := t.lookupInstance(e.IID); bt != nil {
 		return bt.Get(e.Prefix)
 	}
 	var zero V
@@ -86,7 +103,7 @@ func (t *Table[V]) Get(e EID) (V, bool) {
 // contains a. It is the map-resolver's hot path and twice as fast as
 // Covering: values that need their EID carry it.
 func (t *Table[V]) Lookup(iid uint32, a netip.Addr) (V, bool) {
-	if bt := t.iids[iid]; bt != nil {
+	if bt := t.lookupInstance(iid); bt != nil {
 		return bt.Lookup(a)
 	}
 	var zero V
@@ -96,7 +113,7 @@ func (t *Table[V]) Lookup(iid uint32, a netip.Addr) (V, bool) {
 // Covering returns the longest EID-prefix that contains e (e itself if it
 // is in the table).
 func (t *Table[V]) Covering(e EID) (EID, V, bool) {
-	if bt := t.iids[e.IID]; bt != nil {
+	if bt := t.lookupInstance(e.IID); bt != nil {
 		if p, v, ok := bt.LookupPrefixLPM(e.Prefix); ok {
 			return EID{IID: e.IID, Prefix: p}, v, true
 		}
@@ -108,7 +125,7 @@ func (t *Table[V]) Covering(e EID) (EID, V, bool) {
 // Overlaps reports whether e contains or is contained by an EID-prefix of
 // the table.
 func (t *Table[V]) Overlaps(e EID) bool {
-	bt := t.iids[e.IID]
+	bt := t.lookupInstance(e.IID)
 	return bt != nil && bt.OverlapsPrefix(e.Prefix)
 }
 
@@ -153,7 +170,7 @@ func (t *Table[V]) All() iter.Seq2[EID, V] {
 // Inside iterates over the EID-prefixes that e contains.
 func (t *Table[V]) Inside(e EID) iter.Seq2[EID, V] {
 	return func(yield func(EID, V) bool) {
-		if bt := t.iids[e.IID]; bt != nil {
+		if bt := t.lookupInstance(e.IID); bt != nil {
 			for p, v := range bt.Subnets(e.Prefix) {
 				if !yield(EID{IID: e.IID, Prefix: p}, v) {
 					return

@@ -1,6 +1,8 @@
 package metrics
 
 import (
+	"strconv"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/amptcp/amptcp/control/pce"
@@ -28,6 +30,7 @@ var (
 	sent       = desc("packets_sent_total", "Control datagrams sent.")
 	sendErrors = desc("send_errors_total", "Datagrams the kernel refused to send.")
 	unroutable = desc("packets_unroutable_total", "Answers to an address family lispd has no socket for.")
+	byLoop     = desc("loop_packets_received_total", "Datagrams each serving loop received (lispd -cpus), the loops of each listen address in turn.", "loop")
 	registers  = desc("map_registers_total", "Map-Registers by result: accepted, or the reason they were refused.", "result")
 	notifies   = desc("map_notifies_sent_total", "Map-Notifies sent to acknowledge Map-Registers.")
 	merged     = desc("merge_notifies_total", "Unsolicited Map-Notifies to the ETRs of merged registrations whose locators changed, by event: sent, retransmitted, unacknowledged (given up on).", "event")
@@ -83,7 +86,7 @@ var (
 )
 
 func (l lispd) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{received, unexpected, malformed, oversized, sent, sendErrors, unroutable,
+	for _, d := range []*prometheus.Desc{received, unexpected, malformed, oversized, sent, sendErrors, unroutable, byLoop,
 		registers, notifies, merged, acks, regs, expired, requests, replies, records, forwarded, dropped,
 		xtrRegisters, xtrNotifies, xtrFailures, xtrRequests, xtrSMRs, cacheMisses, cacheRequests, cacheFailed,
 		cacheReplies, cacheRecords, cacheSMRs, cacheEntries, cacheExpired, cacheHeld, cacheHeldNow, probesSent, probesAnswer, probesMissed,
@@ -112,6 +115,9 @@ func (l lispd) Collect(ch chan<- prometheus.Metric) {
 	counter(sent, c.Sent)
 	counter(sendErrors, c.SendErrors)
 	counter(unroutable, c.Unroutable)
+	for i, n := range c.ByLoop {
+		counter(byLoop, n, strconv.Itoa(i))
+	}
 	byLabel(registers, c.MapRegisters)
 	counter(notifies, c.MapNotifies)
 	byLabel(merged, c.MergeNotifies)

@@ -1,16 +1,19 @@
 // Package maprequest measures lispd as a map-server and map-resolver over
 // loopback UDP, for `amptcp bench map-request`: how many
 // Map-Registers with HMAC-SHA-256 and how many Map-Requests per second
-// lispd answers on one core, the latency of Map-Requests at half that
-// rate, and the memory a registered prefix takes.
+// lispd answers on one core (or N, Options.ServerCPUs), the latency of
+// Map-Requests at half that rate, and the memory a registered prefix
+// takes.
 //
 // The numbers of a shared, noisy machine mean little alone, so every run
 // also measures a reference: a server that does lispd's batched UDP I/O
-// and nothing else (ServeEcho), on the same CPU with the same GOMAXPROCS.
+// and nothing else (ServeEcho), on the same CPUs with the same GOMAXPROCS.
 // lispd and the reference take turns, ten of a tenth of the duration
-// each, so that the machine's noise falls on both alike. The ratio of
-// their rates is what lispd's LISP work costs; the reference's rate is
-// what the kernel and Go's UDP path allow on this machine.
+// each, so that the machine's noise falls on both alike, and each ratio
+// is the median of the ten turns' ratios, so that a burst of other work
+// on one turn moves it little. The ratio of their rates is what lispd's
+// LISP work costs; the reference's rate is what the kernel and Go's UDP
+// path allow on this machine.
 //
 // The generator runs on one locked thread pinned to another CPU, calls
 // sendmmsg and recvmmsg itself, polls rather than sleeps, and allocates
@@ -51,6 +54,16 @@ type Options struct {
 	// Keep keeps the temporary directory with lispd's configuration and
 	// log.
 	Keep bool
+	// ServerCPUs is how many CPUs lispd and the reference each get
+	// (default 1): lispd -cpus N, the reference with N workers, both
+	// with GOMAXPROCS=N, on CPUs of their own when the machine has N+1,
+	// else sharing the generator's. With more than one, the generator
+	// sends from FlowsPerCPU×N addresses, which the servers' sockets
+	// share out among their loops.
+	ServerCPUs int
+	// Profile, if not empty, is a directory to write lispd's CPU and
+	// allocation profiles into, one set per phase (see ProfileFiles).
+	Profile string
 	// Progress, if not nil, receives a line on each phase and about every
 	// second of the long ones.
 	Progress func(line string)
@@ -80,6 +93,9 @@ func (o *Options) Validate() error {
 	if o.Window == 0 {
 		o.Window = DefaultWindow
 	}
+	if o.ServerCPUs == 0 {
+		o.ServerCPUs = 1
+	}
 	var errs []error
 	if o.Prefixes < 1 || o.Prefixes > maxPrefixes {
 		errs = append(errs, fmt.Errorf("prefixes: %d is not between 1 and %d", o.Prefixes, maxPrefixes))
@@ -90,10 +106,27 @@ func (o *Options) Validate() error {
 	if o.Window < 1 || o.Window > ringSize/2 {
 		errs = append(errs, fmt.Errorf("window: %d is not between 1 and %d", o.Window, ringSize/2))
 	}
+	if o.ServerCPUs < 1 || o.ServerCPUs*FlowsPerCPU > maxFlows {
+		errs = append(errs, fmt.Errorf("server CPUs: %d is not between 1 and %d", o.ServerCPUs, maxFlows/FlowsPerCPU))
+	}
 	if len(o.Reference) == 0 {
 		errs = append(errs, errors.New("reference: no command for the reference server"))
 	}
 	return errors.Join(errs...)
+}
+
+// FlowsPerCPU is how many flows (source addresses) the generator sends
+// from per server CPU, when the servers have more than one. The kernel
+// shares the flows out among a server's loops by a hash: with 1,024 per
+// loop, each loop's share of the load is within a few percent of equal.
+const FlowsPerCPU = 1024
+
+// flows is how many flows the generator sends from.
+func (o *Options) flows() int {
+	if o.ServerCPUs <= 1 {
+		return 1
+	}
+	return FlowsPerCPU * o.ServerCPUs
 }
 
 // turns is how many times lispd and the reference take turns in each

@@ -19,16 +19,19 @@ type server struct {
 // newReference starts the reference server, answering with sizes, and
 // connects to it. stop stops it.
 func (r *run) newReference(sizes EchoSizes) (ref *server, stop func(), err error) {
-	p, addr, err := startReference(r.opts.Reference, sizes, r.srvCPU, r.dir)
+	p, addr, err := startReference(r.opts.Reference, sizes, r.where, r.dir)
 	if err != nil {
 		return nil, nil, err
 	}
-	conn, err := dialUDP(addr)
+	conn, err := dialUDP(addr, r.opts.flows())
 	if err != nil {
 		p.stop()
 		return nil, nil, err
 	}
-	r.res.Environment.ReferencePinning = pinning(p.pid()) + ", GOMAXPROCS=1"
+	r.res.Environment.ReferencePinning = pinning(p.pid()) + fmt.Sprintf(", GOMAXPROCS=%d", r.where.n)
+	if r.where.n > 1 {
+		r.res.Environment.ReferencePinning += fmt.Sprintf(", %d workers", r.where.n)
+	}
 	ref = &server{name: "the reference", pid: p.pid(), conn: conn, failed: func(err error) error {
 		if p.exited() {
 			err = p.failure()
@@ -39,21 +42,34 @@ func (r *run) newReference(sizes EchoSizes) (ref *server, stop func(), err error
 }
 
 // registration sends every Map-Register to lispd, and the same ones to
-// the reference, a tenth at a time in turns.
-func (r *run) registration(ctx context.Context, lispd, ref *server, regs *registers) (ls, rs registerStats, err error) {
+// the reference, a tenth at a time in turns, and returns the ratio of
+// their rates in each turn.
+func (r *run) registration(ctx context.Context, lispd, ref *server, regs *registers) (ls, rs registerStats, ratios []float64, err error) {
+	err = r.profiled("register", func() error {
+		ls, rs, ratios, err = r.registerInTurns(ctx, lispd, ref, regs)
+		return err
+	})
+	return ls, rs, ratios, err
+}
+
+func (r *run) registerInTurns(ctx context.Context, lispd, ref *server, regs *registers) (ls, rs registerStats, ratios []float64, err error) {
 	n := regs.len()
 	for t := range turns {
 		lo, hi := n*t/turns, n*(t+1)/turns
-		if err := register(ctx, lispd.conn, regs, lo, hi, lispd.pid, r.opts.Window, &ls); err != nil {
-			return ls, rs, lispd.failed(err)
+		var lt, rt registerStats
+		if err := register(ctx, lispd.conn, regs, lo, hi, lispd.pid, r.opts.Window, &lt); err != nil {
+			return ls, rs, nil, lispd.failed(err)
 		}
-		if err := register(ctx, ref.conn, regs, lo, hi, ref.pid, r.opts.Window, &rs); err != nil {
-			return ls, rs, ref.failed(err)
+		if err := register(ctx, ref.conn, regs, lo, hi, ref.pid, r.opts.Window, &rt); err != nil {
+			return ls, rs, nil, ref.failed(err)
 		}
+		ls.add(&lt)
+		rs.add(&rt)
+		ratios = append(ratios, rt.elapsed.Seconds()/lt.elapsed.Seconds()) // the same Map-Registers
 		r.progress("  %d registered: lispd %s, reference %s", hi,
 			rate(float64(ls.acked)/ls.elapsed.Seconds()), rate(float64(rs.acked)/rs.elapsed.Seconds()))
 	}
-	return ls, rs, nil
+	return ls, rs, ratios, nil
 }
 
 // compare measures lispd and the reference server alike: first each at
@@ -73,17 +89,24 @@ func (r *run) compare(ctx context.Context, lispd, ref *server) error {
 	}
 	r.progress("Map-Requests at the maximum rate for %s each, lispd and the reference in %d turns", o.Duration, turns)
 	var ls, rs phaseStats
-	if err := inTurns(lispd, ref, func(s *server, st *phaseStats) error {
-		return s.load.closedLoop(ctx, o.Window, o.Duration/turns, st)
-	}, &ls, &rs); err != nil {
+	var ratios []float64
+	if err := r.profiled("request-max", func() error {
+		return inTurns(lispd, ref, func(s *server, st *phaseStats) error {
+			return s.load.closedLoop(ctx, o.Window, o.Duration/turns, st)
+		}, &ls, &rs, func(l, r *phaseStats) {
+			if r.replies > 0 { // else the turn says nothing
+				ratios = append(ratios, l.perSecond()/r.perSecond())
+			}
+		})
+	}); err != nil {
 		return err
 	}
 	req := &r.res.MapRequest
 	req.Lispd, req.Reference = loadResult(&ls), loadResult(&rs)
 	req.MaxPerSecond, req.Lost = req.Lispd.PerSecond, req.Lispd.Lost
 	req.ReferencePerSecond = req.Reference.PerSecond
-	req.RatioToReference = req.MaxPerSecond / req.ReferencePerSecond
-	req.TargetPerSecond, req.Met = TargetRequests, req.MaxPerSecond >= TargetRequests
+	req.TurnRatios, req.RatioToReference = ratios, median(ratios)
+	req.TargetRatio, req.Met = TargetRequestRatio, req.RatioToReference >= TargetRequestRatio
 	r.progress("  lispd %s, reference %s", rate(req.MaxPerSecond), rate(req.ReferencePerSecond))
 	if req.MaxPerSecond == 0 || req.ReferencePerSecond == 0 {
 		return fmt.Errorf("measure Map-Requests: lispd answered %d, the reference %d", ls.replies, rs.replies)
@@ -103,34 +126,52 @@ func (r *run) latency(ctx context.Context, lispd, ref *server, perSecond float64
 		s.load.latencies = s.load.latencies[:0]
 	}
 	var ls, rs phaseStats
-	if err := inTurns(lispd, ref, func(s *server, st *phaseStats) error {
-		return s.load.openLoop(ctx, perSecond, o.Duration/turns, st)
-	}, &ls, &rs); err != nil {
+	var ratios []float64
+	lispdFrom, refFrom := 0, 0 // where the turn's latencies begin
+	if err := r.profiled("request-latency", func() error {
+		return inTurns(lispd, ref, func(s *server, st *phaseStats) error {
+			return s.load.openLoop(ctx, perSecond, o.Duration/turns, st)
+		}, &ls, &rs, func(_, _ *phaseStats) {
+			l, r := lispd.load.latencies[lispdFrom:], ref.load.latencies[refFrom:]
+			lispdFrom, refFrom = len(lispd.load.latencies), len(ref.load.latencies)
+			if p, ref := Summarize(l).P99, Summarize(r).P99; len(l) > 0 && ref > 0 {
+				ratios = append(ratios, p/ref)
+			}
+		})
+	}); err != nil {
 		return err
 	}
 	open := func(s *server, st *phaseStats) OpenLoad {
 		return OpenLoad{
 			PerSecond: float64(st.sent) / st.seconds(), Distribution: Summarize(s.load.latencies),
 			Lost: st.lost, Skipped: st.skipped, ScheduleLagUS: micros(st.lag), ServerCPU: st.server.Seconds() / st.seconds(),
+			ServerWait:  st.waited.Seconds() / st.seconds(),
 			KernelDrops: st.drops,
 		}
 	}
 	lat := &r.res.Latency
-	*lat = LatencyResult{Rate: perSecond, OpenLoad: open(lispd, &ls), Reference: open(ref, &rs), TargetP99US: TargetP99}
-	lat.Met = lat.Samples > 0 && lat.P99 < TargetP99
+	*lat = LatencyResult{Rate: perSecond, OpenLoad: open(lispd, &ls), Reference: open(ref, &rs), TargetP99Ratio: TargetP99Ratio}
+	if len(ratios) > 0 {
+		lat.TurnRatios, lat.P99Ratio = ratios, median(ratios)
+		lat.Met = lat.P99Ratio <= TargetP99Ratio
+	}
 	return nil
 }
 
 // inTurns runs measure on lispd and the reference in turns, adding to ls
-// and rs.
-func inTurns(lispd, ref *server, measure func(*server, *phaseStats) error, ls, rs *phaseStats) error {
+// and rs, and gives each turn's pair of measurements to turn.
+func inTurns(lispd, ref *server, measure func(*server, *phaseStats) error, ls, rs *phaseStats, turn func(l, r *phaseStats)) error {
 	for range turns {
-		if err := measure(lispd, ls); err != nil {
+		var l, r phaseStats
+		if err := measure(lispd, &l); err != nil {
 			return lispd.failed(err)
 		}
-		if err := measure(ref, rs); err != nil {
+		if err := measure(ref, &r); err != nil {
 			return ref.failed(err)
 		}
+		ls.add(&l)
+		rs.add(&r)
+		turn(&l, &r)
 	}
 	return nil
 }

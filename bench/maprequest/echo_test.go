@@ -72,15 +72,18 @@ func TestOptionsDefaultsAndErrors(t *testing.T) {
 	if err := o.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if o.Prefixes != DefaultPrefixes || o.Duration != DefaultDuration || o.Window != DefaultWindow {
+	if o.Prefixes != DefaultPrefixes || o.Duration != DefaultDuration || o.Window != DefaultWindow || o.ServerCPUs != 1 || o.flows() != 1 {
 		t.Errorf("defaults: %+v", o)
 	}
-	bad := Options{Prefixes: -1, Duration: time.Millisecond, Window: ringSize}
+	if o := (Options{ServerCPUs: 3}); o.flows() != 3*FlowsPerCPU {
+		t.Errorf("%d flows for 3 CPUs", o.flows())
+	}
+	bad := Options{Prefixes: -1, Duration: time.Millisecond, Window: ringSize, ServerCPUs: -1}
 	err := bad.Validate()
 	if err == nil {
 		t.Fatal("bad options accepted")
 	}
-	for _, want := range []string{"prefixes: -1", "duration: 1ms", "window: 2097152", "reference: no command"} {
+	for _, want := range []string{"prefixes: -1", "duration: 1ms", "window: 2097152", "server CPUs: -1", "reference: no command"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q:\n%v", want, err)
 		}
@@ -89,21 +92,24 @@ func TestOptionsDefaultsAndErrors(t *testing.T) {
 
 func TestWriteText(t *testing.T) {
 	r := &Result{Prefixes: 1000, Seconds: 5, Window: 128}
-	r.MapRegister = RegisterResult{Count: 1000, PerSecond: 150_000, TargetPerSecond: TargetRegisters, Met: true}
+	r.MapRegister = RegisterResult{Count: 1000, PerSecond: 150_000, ReferencePerSecond: 160_000, RatioToReference: 0.9375,
+		TargetRatio: TargetRegisterRatio, Met: true}
 	r.MapRequest = RequestResult{MaxPerSecond: 123_456.4, ReferencePerSecond: 246_912.8, RatioToReference: 0.5,
-		TargetPerSecond: TargetRequests}
-	r.Latency = LatencyResult{Rate: 61_728, TargetP99US: TargetP99, Met: true}
-	r.Latency.P99 = 850.5
+		TargetRatio: TargetRequestRatio}
+	r.Latency = LatencyResult{Rate: 61_728, P99Ratio: 1.5, TargetP99Ratio: TargetP99Ratio, Met: true}
+	r.Latency.P99, r.Latency.Reference.P99 = 850.5, 567
+	r.Environment = EnvironmentInfo{ServerCPUs: 2, Flows: 2048, SharedCPUs: true}
 	r.Memory = MemoryResult{HeapBytesPerPrefix: 600.4, RSSBytesPerPrefix: 1200}
 	var b strings.Builder
 	if err := WriteText(&b, r); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		"Map-Register (HMAC-SHA-256)", "150,000/s", "≥ 100,000/s  MET",
-		"123,456/s", "≥ 500,000/s  MISSED", "p99 at 61,728/s", "850.5 µs", "< 1000 µs  MET",
-		"memory per prefix, heap                 600 B\n", "246,913/s", "lispd does 50% of it",
-		"Its Map-Request rate is below the 500,000/s target: that target is beyond this machine's UDP path.",
+		"Map-Register (HMAC-SHA-256)         150,000/s    160,000/s    0.94   ≥ 0.80  MET\n",
+		"Map-Request, maximum                123,456/s    246,913/s    0.50   ≥ 0.90  MISSED\n",
+		"Map-Request p99 at 61,728/s          850.5 µs       567 µs    1.50   ≤ 2.00  MET\n",
+		"memory per prefix, heap                 600 B\n",
+		"in 10 turns with lispd on the same 2 CPUs, from 2048 source addresses", "The generator shares the servers' CPUs",
 	} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("text lacks %q:\n%s", want, b.String())

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -50,8 +51,10 @@ type lispd struct {
 // startLispd writes the configuration into dir, checks it with this
 // package's own config parser (a lispd of another version may disagree,
 // which the start then reports), starts lispd pinned to cpu and waits
-// until its control socket tells where it listens.
-func startLispd(ctx context.Context, path, dir string, cpu int) (*lispd, error) {
+// until its control socket tells where it listens. It serves with a loop
+// on each of where's CPUs. With profiles, a directory, lispd may be told
+// to profile itself there.
+func startLispd(ctx context.Context, path, dir string, where placement, profiles string) (*lispd, error) {
 	sock := filepath.Join(dir, "lispd.sock")
 	cfgPath := filepath.Join(dir, "lispd.yaml")
 	text := lispdConfig(sock)
@@ -61,7 +64,14 @@ func startLispd(ctx context.Context, path, dir string, cpu int) (*lispd, error) 
 	if err := os.WriteFile(cfgPath, []byte(text), 0o600); err != nil {
 		return nil, fmt.Errorf("write lispd configuration: %w", err)
 	}
-	p, err := startPinned("lispd", []string{path, "-config", cfgPath}, cpu, filepath.Join(dir, "lispd.log"), nil, nil)
+	argv := []string{path, "-config", cfgPath}
+	if where.n > 1 { // without, a lispd older than -cpus runs too
+		argv = append(argv, "-cpus", strconv.Itoa(where.n))
+	}
+	if profiles != "" {
+		argv = append(argv, "-profile", profiles)
+	}
+	p, err := startPinned("lispd", argv, where.servers, where.n, filepath.Join(dir, "lispd.log"), nil, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -70,9 +80,9 @@ func startLispd(ctx context.Context, path, dir string, cpu int) (*lispd, error) 
 	for {
 		st, err := daemon.QueryStatus(sock)
 		if err == nil {
-			if len(st.Listen) != 1 {
+			if len(st.Listen) != 1 || (st.Loops != where.n && (st.Loops != 0 || where.n != 1)) {
 				l.stop()
-				return nil, fmt.Errorf("lispd listens on %v, want one address", st.Listen)
+				return nil, fmt.Errorf("lispd listens on %v with %d loops, want one address and %d", st.Listen, st.Loops, where.n)
 			}
 			if l.addr, err = netip.ParseAddrPort(st.Listen[0]); err != nil {
 				l.stop()

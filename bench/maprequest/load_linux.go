@@ -183,6 +183,7 @@ type phaseStats struct {
 	unmatched uint64
 	replySize int
 	server    time.Duration // CPU time of the server
+	waited    time.Duration // the server's threads' time waiting for a CPU while runnable
 	generator time.Duration // CPU time of the generator's thread
 	idle      time.Duration // closed loop: the generator's time with nothing to send nor receive
 	drops     uint64        // UDP receive-buffer drops on the host
@@ -192,19 +193,38 @@ type phaseStats struct {
 
 func (st *phaseStats) seconds() float64 { return st.elapsed.Seconds() }
 
+// add adds what o measured to st.
+func (st *phaseStats) add(o *phaseStats) {
+	st.elapsed += o.elapsed
+	st.replies += o.replies
+	st.sent += o.sent
+	st.lost += o.lost
+	st.negative += o.negative
+	st.unmatched += o.unmatched
+	st.replySize = max(st.replySize, o.replySize)
+	st.server += o.server
+	st.waited += o.waited
+	st.generator += o.generator
+	st.idle += o.idle
+	st.drops += o.drops
+	st.lag = max(st.lag, o.lag)
+	st.skipped += o.skipped
+}
+
 // perSecond is the rate of replies.
 func (st *phaseStats) perSecond() float64 { return float64(st.replies) / st.seconds() }
 
 // meter holds the counters at the start of a phase.
 type meter struct {
-	t0             int64
-	replies, sent  uint64
-	server, thread time.Duration
-	drops          uint64
+	t0                     int64
+	replies, sent          uint64
+	server, waited, thread time.Duration
+	drops                  uint64
 }
 
 func (g *load) startMeter(now int64) meter {
-	return meter{t0: now, replies: g.replies, sent: g.next, server: cpuTime(g.server), thread: threadCPU(), drops: udpDrops()}
+	return meter{t0: now, replies: g.replies, sent: g.next, server: cpuTime(g.server), waited: runDelay(g.server),
+		thread: threadCPU(), drops: udpDrops()}
 }
 
 // stopMeter adds what was measured since m started to st.
@@ -213,6 +233,7 @@ func (g *load) stopMeter(m meter, now int64, st *phaseStats) {
 	st.replies += g.replies - m.replies
 	st.sent += g.next - m.sent
 	st.server += cpuTime(g.server) - m.server
+	st.waited += runDelay(g.server) - m.waited
 	st.generator += threadCPU() - m.thread
 	st.drops += udpDrops() - m.drops
 }

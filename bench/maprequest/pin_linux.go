@@ -9,13 +9,22 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// cpus picks the CPU the generator runs on and the one the server under
-// test gets, among those this process may use. ok is false with fewer
-// than two: then nothing is pinned and both share what there is.
-func cpus() (generator, server int, ok bool) {
+// placement is where the generator and the servers under test run.
+type placement struct {
+	generator int          // the generator's CPU; -1: not pinned
+	servers   *unix.CPUSet // the servers'; nil: not pinned
+	n         int          // how many CPUs the servers use (their GOMAXPROCS)
+	shared    bool         // the servers' CPUs include the generator's
+}
+
+// place picks the CPU the generator runs on and the n the servers get,
+// among those this process may use: CPUs of their own when there are
+// n+1, else the last n, the generator's among them. With fewer than two
+// CPUs nothing is pinned and everything shares what there is.
+func place(n int) (placement, error) {
 	var set unix.CPUSet
 	if err := unix.SchedGetaffinity(0, &set); err != nil {
-		return 0, 0, false
+		return placement{generator: -1, n: n}, nil
 	}
 	var allowed []int
 	for i := range 1024 {
@@ -23,10 +32,21 @@ func cpus() (generator, server int, ok bool) {
 			allowed = append(allowed, i)
 		}
 	}
-	if len(allowed) < 2 {
-		return 0, 0, false
+	if n > len(allowed) {
+		return placement{}, fmt.Errorf("server CPUs: %d, but this process may run on %d", n, len(allowed))
 	}
-	return allowed[0], allowed[1], true
+	if len(allowed) < 2 {
+		return placement{generator: -1, n: n, shared: true}, nil
+	}
+	p := placement{generator: allowed[0], servers: new(unix.CPUSet), n: n}
+	servers := allowed[1:]
+	if len(servers) < n {
+		servers, p.shared = allowed[len(allowed)-n:], true
+	}
+	for _, c := range servers[:n] {
+		p.servers.Set(c)
+	}
+	return p, nil
 }
 
 // pinProcess moves every thread of this process to cpu, so that nothing
@@ -77,18 +97,17 @@ func eachThread(set *unix.CPUSet, nice int) error {
 }
 
 // lockThreadTo locks the calling goroutine to its thread, that thread to
-// cpu, and raises the thread's priority (see raisePriority). The caller
-// returns without unlocking, so that the runtime ends the thread rather
-// than reuse it with a strange mask. A negative cpu only locks and raises.
-func lockThreadTo(cpu int) error {
+// the CPUs of set, and raises the thread's priority (see raisePriority).
+// The caller returns without unlocking, so that the runtime ends the
+// thread rather than reuse it with a strange mask. A nil set only locks
+// and raises.
+func lockThreadTo(set *unix.CPUSet) error {
 	runtime.LockOSThread()
 	raisePriority()
-	if cpu < 0 {
+	if set == nil {
 		return nil
 	}
-	var set unix.CPUSet
-	set.Set(cpu)
-	if err := unix.SchedSetaffinity(0, &set); err != nil {
+	if err := unix.SchedSetaffinity(0, set); err != nil {
 		return fmt.Errorf("set CPU affinity: %w", err)
 	}
 	return nil
@@ -121,4 +140,14 @@ func priority() string {
 		return fmt.Sprintf("nice %d (not permitted to raise to %d: other processes may show in the tail latencies)", nice, topNice)
 	}
 	return fmt.Sprintf("nice %d", nice)
+}
+
+// oneCPU is the set of cpu alone, or nil for a negative cpu.
+func oneCPU(cpu int) *unix.CPUSet {
+	if cpu < 0 {
+		return nil
+	}
+	var set unix.CPUSet
+	set.Set(cpu)
+	return &set
 }

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // proc is a server process the bench started: lispd or the reference
@@ -26,20 +28,20 @@ type proc struct {
 	input io.Closer
 }
 
-// startPinned starts argv on cpu (any CPU when cpu < 0) with GOMAXPROCS=1,
-// its stderr in logFile. The process inherits the CPU mask of the thread
+// startPinned starts argv on the CPUs of set (any CPU when nil) with
+// GOMAXPROCS=procs, its stderr in logFile. The process inherits the CPU mask of the thread
 // that forks it, so one locked thread with the server's mask starts it:
 // every thread of the child is then on that CPU from its first
 // instruction, without taskset. The same thread stays locked until the
 // child exits, because the child's parent-death signal (SIGTERM when the
 // bench dies without stopping it) fires when that thread ends.
-func startPinned(name string, argv []string, cpu int, logFile string, stdin io.Reader, stdout io.Writer) (*proc, error) {
+func startPinned(name string, argv []string, set *unix.CPUSet, procs int, logFile string, stdin io.Reader, stdout io.Writer) (*proc, error) {
 	logf, err := os.Create(logFile)
 	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = append(os.Environ(), "GOMAXPROCS=1")
+	cmd.Env = append(os.Environ(), "GOMAXPROCS="+strconv.Itoa(procs))
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, logf
 	// A process group of its own: Ctrl-C in a terminal then reaches the
 	// bench alone, which stops its servers in order.
@@ -48,7 +50,7 @@ func startPinned(name string, argv []string, cpu int, logFile string, stdin io.R
 	started := make(chan error, 1)
 	go func() {
 		defer logf.Close()
-		if err := lockThreadTo(cpu); err != nil {
+		if err := lockThreadTo(set); err != nil {
 			started <- err
 			return
 		}
@@ -178,6 +180,30 @@ func cpuTime(pid int) time.Duration {
 	utime, _ := strconv.ParseUint(f[11], 10, 64)
 	stime, _ := strconv.ParseUint(f[12], 10, 64)
 	return time.Duration(utime+stime) * 10 * time.Millisecond
+}
+
+// runDelay is how long the threads of a process, those alive now, have
+// waited for a CPU while they could run (the second field of each
+// thread's /proc/PID/task/TID/schedstat): time the server lost to other
+// tasks on its CPUs.
+func runDelay(pid int) time.Duration {
+	dir := "/proc/" + strconv.Itoa(pid) + "/task"
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return 0
+	}
+	var sum time.Duration
+	for _, t := range tasks {
+		b, err := os.ReadFile(dir + "/" + t.Name() + "/schedstat")
+		if err != nil {
+			continue // the thread ended
+		}
+		if f := strings.Fields(string(b)); len(f) >= 2 {
+			ns, _ := strconv.ParseInt(f[1], 10, 64)
+			sum += time.Duration(ns)
+		}
+	}
+	return sum
 }
 
 // udpDrops is the kernel's count of UDP datagrams dropped for a full

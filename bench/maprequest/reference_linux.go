@@ -11,10 +11,10 @@ import (
 	"time"
 )
 
-// startReference runs the reference server command on cpu and reads the
-// address it listens on. Its input is a pipe that only the bench holds:
+// startReference runs the reference server command on where's server
+// CPUs, with as many workers, and reads the address it listens on. Its input is a pipe that only the bench holds:
 // when the bench ends, however it ends, the server reads EOF and exits.
-func startReference(argv []string, sizes EchoSizes, cpu int, dir string) (*proc, netip.AddrPort, error) {
+func startReference(argv []string, sizes EchoSizes, where placement, dir string) (*proc, netip.AddrPort, error) {
 	var none netip.AddrPort
 	inR, inW, err := os.Pipe()
 	if err != nil {
@@ -27,8 +27,8 @@ func startReference(argv []string, sizes EchoSizes, cpu int, dir string) (*proc,
 		return nil, none, fmt.Errorf("start the reference server: %w", err)
 	}
 	argv = append(argv[:len(argv):len(argv)],
-		"-reply-size", strconv.Itoa(sizes.Reply), "-notify-size", strconv.Itoa(sizes.Notify))
-	p, err := startPinned("reference server", argv, cpu, filepath.Join(dir, "reference.log"), inR, outW)
+		"-reply-size", strconv.Itoa(sizes.Reply), "-notify-size", strconv.Itoa(sizes.Notify), "-workers", strconv.Itoa(where.n))
+	p, err := startPinned("reference server", argv, where.servers, where.n, filepath.Join(dir, "reference.log"), inR, outW)
 	inR.Close()
 	outW.Close()
 	if err != nil {

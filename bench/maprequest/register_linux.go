@@ -22,6 +22,15 @@ type registerStats struct {
 	notifySize int
 }
 
+// add adds what o measured to st.
+func (st *registerStats) add(o *registerStats) {
+	st.elapsed += o.elapsed
+	st.acked += o.acked
+	st.resent += o.resent
+	st.server += o.server
+	st.notifySize = max(st.notifySize, o.notifySize)
+}
+
 // register sends Map-Registers lo to hi-1, keeping window of them
 // unacknowledged at most, until each has its Map-Notify, and adds what it
 // measured to st. It sends again those without a Map-Notify after

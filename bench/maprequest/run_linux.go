@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"time"
 
@@ -28,27 +29,42 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("make temporary directory: %w", err)
 	}
-	r := &run{opts: opts, dir: dir, began: time.Now(), genCPU: -1, srvCPU: -1}
+	if opts.Profile != "" {
+		if opts.Profile, err = filepath.Abs(opts.Profile); err == nil {
+			err = os.MkdirAll(opts.Profile, 0o755)
+		}
+		if err != nil {
+			os.RemoveAll(dir)
+			return nil, fmt.Errorf("profile directory: %w", err)
+		}
+	}
+	where, err := place(opts.ServerCPUs)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	r := &run{opts: opts, dir: dir, began: time.Now(), where: where}
 	if opts.Keep {
 		r.progress("keeping lispd's configuration and log in %s", dir)
 	} else {
 		defer os.RemoveAll(dir)
 	}
 	r.res.Environment = environment(lispdPath)
-	if gen, srv, ok := cpus(); ok {
-		restore, err := pinProcess(gen)
+	r.res.Environment.ServerCPUs, r.res.Environment.Flows = where.n, opts.flows()
+	if where.generator >= 0 {
+		restore, err := pinProcess(where.generator)
 		if err != nil {
 			return nil, err
 		}
 		defer restore()
-		r.genCPU, r.srvCPU = gen, srv
-		r.res.Environment.GeneratorPinning = fmt.Sprintf("all threads on cpu %d, sending and receiving on one locked thread", gen)
+		r.res.Environment.GeneratorPinning = fmt.Sprintf("all threads on cpu %d, sending and receiving on one locked thread", where.generator)
 	}
+	r.res.Environment.SharedCPUs = where.shared
 	// The phases run on one locked thread, which ends with them: the
 	// measurements of its CPU time are then of the generator alone.
 	done := make(chan error, 1)
 	go func() {
-		if err := lockThreadTo(r.genCPU); err != nil {
+		if err := lockThreadTo(oneCPU(r.where.generator)); err != nil {
 			done <- err
 			return
 		}
@@ -66,11 +82,12 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 
 // run is the state of one Run.
 type run struct {
-	opts           Options
-	dir            string
-	began          time.Time
-	genCPU, srvCPU int // -1: not pinned
-	res            Result
+	opts  Options
+	dir   string
+	began time.Time
+	where placement
+	sock  string // lispd's control socket
+	res   Result
 }
 
 func (r *run) progress(format string, args ...any) {
@@ -90,16 +107,17 @@ func (r *run) phases(ctx context.Context, lispdPath string) error {
 		return err
 	}
 	r.progress("starting %s and the reference server", lispdPath)
-	l, err := startLispd(ctx, lispdPath, r.dir, r.srvCPU)
+	l, err := startLispd(ctx, lispdPath, r.dir, r.where, o.Profile)
 	if err != nil {
 		return err
 	}
 	defer l.stop()
-	res.Environment.LispdPinning = pinning(l.pid()) + ", GOMAXPROCS=1"
+	r.sock = l.sock
+	res.Environment.LispdPinning = pinning(l.pid()) + fmt.Sprintf(", GOMAXPROCS=%d", r.where.n)
 	if st, err := daemon.QueryStatus(l.sock); err == nil {
 		res.Environment.LispdVersion = st.Version
 	}
-	conn, err := dialUDP(l.addr)
+	conn, err := dialUDP(l.addr, r.opts.flows())
 	if err != nil {
 		return err
 	}
@@ -122,7 +140,7 @@ func (r *run) phases(ctx context.Context, lispdPath string) error {
 		return err
 	}
 	r.progress("registering %d prefixes with lispd at %s and the reference, in %d turns, window %d", o.Prefixes, l.addr, turns, o.Window)
-	ls, rs, err := r.registration(ctx, lispd, ref, regs)
+	ls, rs, ratios, err := r.registration(ctx, lispd, ref, regs)
 	if err != nil {
 		if c, cerr := daemon.QueryCounters(l.sock); cerr == nil && !l.exited() {
 			err = fmt.Errorf("%w; lispd counted Map-Registers %v", err, c.MapRegisters)
@@ -140,10 +158,10 @@ func (r *run) phases(ctx context.Context, lispdPath string) error {
 		Resent: ls.resent, Seconds: ls.elapsed.Seconds(), PerSecond: float64(o.Prefixes) / ls.elapsed.Seconds(),
 		ServerCPU: ls.server.Seconds() / ls.elapsed.Seconds(), NotifyBytes: ls.notifySize,
 		ReferencePerSecond: float64(o.Prefixes) / rs.elapsed.Seconds(), ReferenceNotifyBytes: rs.notifySize,
-		TargetPerSecond: TargetRegisters,
+		TargetRatio: TargetRegisterRatio,
 	}
-	reg.RatioToReference = reg.PerSecond / reg.ReferencePerSecond
-	reg.Met = reg.PerSecond >= TargetRegisters
+	reg.TurnRatios, reg.RatioToReference = ratios, median(ratios)
+	reg.Met = reg.RatioToReference >= TargetRegisterRatio
 	if counters.Registrations != o.Prefixes {
 		return fmt.Errorf("lispd holds %d registrations after %d Map-Registers were acknowledged (%v)",
 			counters.Registrations, o.Prefixes, counters.MapRegisters)
@@ -201,7 +219,7 @@ func loadResult(st *phaseStats) Load {
 	return Load{
 		PerSecond: st.perSecond(), Replies: st.replies, Lost: st.lost,
 		Negative: st.negative, Unmatched: st.unmatched, ReplyBytes: st.replySize,
-		ServerCPU: st.server.Seconds() / secs, GeneratorCPU: st.generator.Seconds() / secs,
+		ServerCPU: st.server.Seconds() / secs, ServerWait: st.waited.Seconds() / secs, GeneratorCPU: st.generator.Seconds() / secs,
 		GeneratorBusy: 1 - st.idle.Seconds()/secs, KernelDrops: st.drops,
 	}
 }

@@ -41,3 +41,16 @@ func Summarize(samples []time.Duration) Distribution {
 
 // micros is d in microseconds, to a tenth.
 func micros(d time.Duration) float64 { return math.Round(float64(d)/100) / 10 }
+
+// median is the median of xs (the mean of the middle two of an even
+// number), or 0 for none. It does not change xs.
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Sorted(slices.Values(xs))
+	if n := len(s); n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}

@@ -66,3 +66,18 @@ func TestMicros(t *testing.T) {
 		t.Errorf("micros = %v, want 1234.6", got)
 	}
 }
+
+func TestMedian(t *testing.T) {
+	xs := []float64{0.9, 0.1, 0.8}
+	for _, tc := range []struct {
+		xs   []float64
+		want float64
+	}{{nil, 0}, {xs, 0.8}, {[]float64{4, 1, 3, 2}, 2.5}} {
+		if got := median(tc.xs); got != tc.want {
+			t.Errorf("median(%v) = %v, want %v", tc.xs, got, tc.want)
+		}
+	}
+	if xs[0] != 0.9 || xs[1] != 0.1 {
+		t.Errorf("median reordered its argument: %v", xs)
+	}
+}

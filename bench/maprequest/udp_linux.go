@@ -1,6 +1,7 @@
 package maprequest
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -16,25 +17,46 @@ import (
 // deployed lispd does.)
 const socketBuffer = 8 << 20
 
-// udpConn is the generator's UDP socket, connected to the server under
-// test. It calls sendmmsg and recvmmsg itself rather than through x/net's
-// ReadBatch, which allocates an address for every datagram received: the
-// generator must stay well ahead of the server it measures, so its loop
-// allocates nothing and never parks in the Go scheduler.
+// udpConn is the generator's UDP socket. It calls sendmmsg and recvmmsg
+// itself rather than through x/net's ReadBatch, which allocates an
+// address for every datagram received: the generator must stay well
+// ahead of the server it measures, so its loop allocates nothing and
+// never parks in the Go scheduler.
+//
+// With one flow it is connected to the server. With several it sends each
+// datagram from another loopback address of 127.64.0.0/10 (IP_PKTINFO),
+// the flows taking turns, and receives the answers to all of them: a
+// server with several SO_REUSEPORT sockets gets the flows spread over
+// its loops by the kernel's hash, as it would get many peers. The
+// requests still ask to be answered at local, whatever flow sent them.
 type udpConn struct {
 	fd    int
 	local netip.AddrPort
+	flows int
+	next  int                   // the flow of the next datagram sent
+	dst   unix.RawSockaddrInet4 // the server, for an unconnected socket
 }
 
-func dialUDP(server netip.AddrPort) (*udpConn, error) {
+// flowSource is the source address of flow i of several.
+func flowSource(i int) [4]byte {
+	return [4]byte{127, 64 | byte(i>>16)&63, byte(i >> 8), byte(i)}
+}
+
+// maxFlows is the most flows dialUDP sends from.
+const maxFlows = 1 << 16
+
+func dialUDP(server netip.AddrPort, flows int) (*udpConn, error) {
 	if !server.Addr().Is4() {
 		return nil, fmt.Errorf("dial %s: only IPv4 is supported", server)
+	}
+	if flows < 1 || flows > maxFlows || (flows > 1 && !server.Addr().IsLoopback()) {
+		return nil, fmt.Errorf("dial %s: %d flows: want 1, or up to %d to a loopback address", server, flows, maxFlows)
 	}
 	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("open socket: %w", err)
 	}
-	c := &udpConn{fd: fd}
+	c := &udpConn{fd: fd, flows: flows}
 	for _, o := range [][2]int{{unix.SO_RCVBUFFORCE, unix.SO_RCVBUF}, {unix.SO_SNDBUFFORCE, unix.SO_SNDBUF}} {
 		// The FORCE variants need CAP_NET_ADMIN; without it the plain ones
 		// get what net.core.[rw]mem_max allows.
@@ -49,13 +71,18 @@ func dialUDP(server netip.AddrPort) (*udpConn, error) {
 		return nil, fmt.Errorf("ask for receive timestamps: %w", err)
 	}
 	local := &unix.SockaddrInet4{Addr: server.Addr().As4()} // the same loopback address, any port
+	if flows > 1 {
+		local.Addr = [4]byte{} // answers come to the flows' addresses too
+	}
 	if err := unix.Bind(fd, local); err != nil {
 		c.close()
 		return nil, fmt.Errorf("bind socket: %w", err)
 	}
-	if err := unix.Connect(fd, &unix.SockaddrInet4{Addr: server.Addr().As4(), Port: int(server.Port())}); err != nil {
-		c.close()
-		return nil, fmt.Errorf("connect to %s: %w", server, err)
+	if flows == 1 {
+		if err := unix.Connect(fd, &unix.SockaddrInet4{Addr: server.Addr().As4(), Port: int(server.Port())}); err != nil {
+			c.close()
+			return nil, fmt.Errorf("connect to %s: %w", server, err)
+		}
 	}
 	sa, err := unix.Getsockname(fd)
 	if err != nil {
@@ -67,7 +94,9 @@ func dialUDP(server netip.AddrPort) (*udpConn, error) {
 		c.close()
 		return nil, errors.New("read socket address: not IPv4")
 	}
-	c.local = netip.AddrPortFrom(netip.AddrFrom4(in4.Addr), uint16(in4.Port))
+	c.local = netip.AddrPortFrom(server.Addr(), uint16(in4.Port))
+	c.dst = unix.RawSockaddrInet4{Family: unix.AF_INET, Addr: server.Addr().As4()}
+	binary.BigEndian.PutUint16((*[2]byte)(unsafe.Pointer(&c.dst.Port))[:], server.Port())
 	return c, nil
 }
 
@@ -129,15 +158,38 @@ func (c *udpConn) send(b *batch, n int) (int, error) {
 	if n == 0 {
 		return 0, nil
 	}
+	if c.flows > 1 {
+		for i := range n {
+			c.address(b, i, (c.next+i)%c.flows)
+		}
+	}
 	r, _, errno := unix.RawSyscall6(unix.SYS_SENDMMSG, uintptr(c.fd), uintptr(unsafe.Pointer(&b.hdrs[0])),
 		uintptr(n), unix.MSG_DONTWAIT, 0, 0)
 	switch errno {
 	case 0:
+		c.next = (c.next + int(r)) % c.flows
 		return int(r), nil
 	case unix.EAGAIN, unix.ENOBUFS, unix.EINTR:
 		return 0, nil
 	}
 	return 0, fmt.Errorf("send: %w", errno)
+}
+
+// address makes message i of b go to the server from the address of
+// flow f, with an IP_PKTINFO control message in the message's room for
+// one.
+func (c *udpConn) address(b *batch, i, f int) {
+	h := &b.hdrs[i].Hdr
+	h.Name = (*byte)(unsafe.Pointer(&c.dst))
+	h.Namelen = unix.SizeofSockaddrInet4
+	ctl := b.ctl[i*ctlSize : (i+1)*ctlSize]
+	cm := (*unix.Cmsghdr)(unsafe.Pointer(&ctl[0]))
+	cm.Level, cm.Type = unix.IPPROTO_IP, unix.IP_PKTINFO
+	cm.SetLen(unix.CmsgLen(unix.SizeofInet4Pktinfo))
+	info := (*unix.Inet4Pktinfo)(unsafe.Pointer(&ctl[unix.CmsgLen(0)]))
+	*info = unix.Inet4Pktinfo{Spec_dst: flowSource(f)}
+	h.Control = &ctl[0]
+	h.SetControllen(unix.CmsgSpace(unix.SizeofInet4Pktinfo))
 }
 
 // recv receives what has arrived, up to len(b.hdrs) datagrams, without

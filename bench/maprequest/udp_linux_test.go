@@ -2,7 +2,10 @@ package maprequest
 
 import (
 	"context"
+	"fmt"
 	"net"
+	"net/netip"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -17,7 +20,7 @@ func TestUDPConnBatches(t *testing.T) {
 	}
 	defer srv.Close()
 	go ServeEcho(srv, EchoSizes{Reply: 40, Notify: 84})
-	c, err := dialUDP(srv.LocalAddr().(*net.UDPAddr).AddrPort())
+	c, err := dialUDP(srv.LocalAddr().(*net.UDPAddr).AddrPort(), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +74,7 @@ func TestRegisterGivesUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer silent.Close()
-	c, err := dialUDP(silent.LocalAddr().(*net.UDPAddr).AddrPort())
+	c, err := dialUDP(silent.LocalAddr().(*net.UDPAddr).AddrPort(), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +107,7 @@ func TestRegisterRange(t *testing.T) {
 	}
 	sizes := answerSizes(regs)
 	go ServeEcho(srv, sizes)
-	c, err := dialUDP(srv.LocalAddr().(*net.UDPAddr).AddrPort())
+	c, err := dialUDP(srv.LocalAddr().(*net.UDPAddr).AddrPort(), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,5 +120,83 @@ func TestRegisterRange(t *testing.T) {
 	}
 	if st.acked != 10 || st.notifySize != sizes.Notify || st.elapsed <= 0 {
 		t.Errorf("register: %+v, want 10 acknowledged with %d-byte notifies", st, sizes.Notify)
+	}
+}
+
+// TestUDPConnFlows checks that with several flows each datagram comes
+// from the next flow's address, from the socket's port, and that answers
+// to those addresses come back.
+func TestUDPConnFlows(t *testing.T) {
+	srv, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	const flows = 5
+	c, err := dialUDP(srv.LocalAddr().(*net.UDPAddr).AddrPort(), flows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.close()
+	if c.local.Addr() != netip.MustParseAddr("127.0.0.1") {
+		t.Errorf("local address %s", c.local)
+	}
+	send := newBatch(maxBatch, 8)
+	for round := range 2 { // 12 datagrams: the flows take turns across sends
+		if n, err := c.send(send, 6); n != 6 || err != nil {
+			t.Fatalf("send = %d, %v", n, err)
+		}
+		srv.SetReadDeadline(time.Now().Add(5 * time.Second))
+		buf := make([]byte, 64)
+		for i := range 6 {
+			_, from, err := srv.ReadFromUDPAddrPort(buf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := netip.AddrPortFrom(netip.AddrFrom4(flowSource((round*6+i)%flows)), c.local.Port())
+			if from != want {
+				t.Errorf("datagram %d from %s, want %s", round*6+i, from, want)
+			}
+			if _, err := srv.WriteToUDPAddrPort([]byte("answer"), from); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	recv := newBatch(maxBatch, 64)
+	got := 0
+	for deadline := time.Now().Add(5 * time.Second); got < 12 && time.Now().Before(deadline); {
+		if err := c.wait(100 * time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+		n, err := c.recv(recv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got += n
+	}
+	if got != 12 {
+		t.Errorf("%d answers of 12", got)
+	}
+	if _, err := dialUDP(netip.MustParseAddrPort("192.0.2.1:4342"), 2); err == nil {
+		t.Error("flows to an address that is not loopback")
+	}
+}
+
+// TestRunDelay checks that a process's run-queue delay adds up its
+// threads', the main one's among them.
+func TestRunDelay(t *testing.T) {
+	b, err := os.ReadFile("/proc/self/schedstat")
+	if err != nil {
+		t.Skipf("no schedstat: %v", err)
+	}
+	var run, wait int64
+	if _, err := fmt.Sscan(string(b), &run, &wait); err != nil {
+		t.Fatal(err)
+	}
+	if got := runDelay(os.Getpid()); got < time.Duration(wait) {
+		t.Errorf("runDelay = %v, below the main thread's %v", got, time.Duration(wait))
+	}
+	if got := runDelay(-1); got != 0 {
+		t.Errorf("runDelay of no process = %v", got)
 	}
 }

@@ -6,12 +6,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
+	"net/netip"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 
 	"github.com/amptcp/amptcp/bench/maprequest"
+	"github.com/amptcp/amptcp/internal/udpbatch"
 )
 
 // runBench runs a benchmark of lispd. Exit status: 0 when it ran (a
@@ -20,6 +22,7 @@ import (
 func runBench(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	usage := func(w io.Writer) {
 		fmt.Fprint(w, `usage: amptcp bench map-request [--json] [--prefixes N] [--duration D] [--window W] [--lispd PATH] [--keep]
+                                [--server-cpus N] [--profile DIR]
        amptcp bench dataplane [--json] [--variants LIST] [--profiles LIST] [--streams LIST]
                               [--duration D] [--repetitions N] [--congestion CC] [--lispd PATH] [--keep]
                               (amptcp bench dataplane --help for its flags)
@@ -32,12 +35,14 @@ map-request starts a lispd of its own as map-server and map-resolver on
 127.0.0.1, registers N prefixes with Map-Registers signed with
 HMAC-SHA-256, then sends it Encapsulated Map-Requests over loopback UDP:
 as fast as it answers, then at half that rate to measure latency. It
-reports each performance target as MET or MISSED, with a reference
+reports each performance target as MET or MISSED against a reference
 measured in the same run: a UDP server doing lispd's batched I/O and
-nothing else. lispd and the reference run on one CPU (GOMAXPROCS=1), the
-generator on another, all at nice -20 when allowed (as root). Progress
-goes to stderr. The defaults take about a minute; --prefixes 10000
---duration 1s takes a few seconds.
+nothing else. lispd and the reference run on one CPU (GOMAXPROCS=1), or
+N with --server-cpus N (lispd -cpus N, requests from many addresses),
+the generator on another, all at nice -20 when allowed (as root).
+Progress goes to stderr. The defaults take about a minute; --prefixes 10000
+--duration 1s takes a few seconds. --profile DIR leaves lispd's CPU
+profile, execution trace and allocations of each phase in DIR.
 `)
 		fmt.Fprint(w, "\n"+dataplaneUsage+"\n"+firstPacketUsage)
 		fmt.Fprint(w, "\n"+pmUsage)
@@ -86,6 +91,8 @@ func runBenchMapRequest(args []string, stdout, stderr io.Writer, usage func(io.W
 	flags.IntVar(&opts.Window, "window", maprequest.DefaultWindow, "keep `W` requests in flight when measuring the maximum rate")
 	flags.StringVar(&opts.Lispd, "lispd", "", "the lispd binary `PATH` (default: next to amptcp, else in $PATH)")
 	flags.BoolVar(&opts.Keep, "keep", false, "keep the temporary directory with lispd's configuration and log")
+	flags.IntVar(&opts.ServerCPUs, "server-cpus", 1, "give lispd and the reference `N` CPUs each (lispd -cpus N)")
+	flags.StringVar(&opts.Profile, "profile", "", "write lispd's CPU and allocation profiles of each phase into `DIR`")
 	flags.Usage = func() {
 		usage(stderr)
 		fmt.Fprintln(stderr)
@@ -94,8 +101,8 @@ func runBenchMapRequest(args []string, stdout, stderr io.Writer, usage func(io.W
 	if status, done := parseOnlyFlags(flags, args, stderr); done {
 		return status
 	}
-	if opts.Prefixes < 1 || opts.Duration <= 0 || opts.Window < 1 {
-		fmt.Fprintln(stderr, "amptcp bench map-request: --prefixes, --duration and --window must be positive")
+	if opts.Prefixes < 1 || opts.Duration <= 0 || opts.Window < 1 || opts.ServerCPUs < 1 {
+		fmt.Fprintln(stderr, "amptcp bench map-request: --prefixes, --duration, --window and --server-cpus must be positive")
 		return 2
 	}
 	exe, err := os.Executable()
@@ -132,6 +139,7 @@ func runEchoServer(args []string, stdin io.Reader, stdout, stderr io.Writer) int
 	flags := flag.NewFlagSet("bench echo-server", flag.ContinueOnError)
 	flags.SetOutput(stderr)
 	listen := flags.String("listen", "127.0.0.1:0", "UDP `ADDRESS` to listen on")
+	workers := flags.Int("workers", 1, "serve with `N` loops, each on a socket of its own (SO_REUSEPORT), as lispd -cpus N does")
 	var sizes maprequest.EchoSizes
 	flags.IntVar(&sizes.Reply, "reply-size", 0, "answer Map-Requests with datagrams of `N` bytes")
 	flags.IntVar(&sizes.Notify, "notify-size", 0, "answer Map-Registers with datagrams of `N` bytes")
@@ -142,12 +150,20 @@ func runEchoServer(args []string, stdin io.Reader, stdout, stderr io.Writer) int
 		fmt.Fprintf(stderr, "amptcp bench echo-server: %v\n", err)
 		return 2
 	}
-	addr, err := net.ResolveUDPAddr("udp", *listen)
+	addr, err := netip.ParseAddrPort(*listen)
 	if err != nil {
 		fmt.Fprintf(stderr, "amptcp bench echo-server: -listen %s: %v\n", *listen, err)
 		return 2
 	}
-	conn, err := net.ListenUDP("udp", addr)
+	if *workers < 1 {
+		fmt.Fprintf(stderr, "amptcp bench echo-server: -workers %d: want at least 1\n", *workers)
+		return 2
+	}
+	network := "udp4"
+	if addr.Addr().Is6() {
+		network = "udp6"
+	}
+	conns, err := udpbatch.ListenGroup(network, addr, *workers)
 	if err != nil {
 		fmt.Fprintf(stderr, "amptcp bench echo-server: %v\n", err)
 		return 1
@@ -160,12 +176,15 @@ func runEchoServer(args []string, stdin io.Reader, stdout, stderr io.Writer) int
 	}()
 	go func() {
 		<-ctx.Done()
-		conn.Close()
+		for _, c := range conns {
+			c.Close()
+		}
 	}()
-	fmt.Fprintln(stdout, conn.LocalAddr())
-	if err := maprequest.ServeEcho(conn, sizes); err != nil {
-		fmt.Fprintf(stderr, "amptcp bench echo-server: %v\n", err)
-		return 2
+	fmt.Fprintln(stdout, conns[0].LocalAddr())
+	var wg sync.WaitGroup
+	for _, c := range conns {
+		wg.Go(func() { maprequest.ServeEcho(c, sizes) }) // sizes are checked: it ends when c is closed
 	}
+	wg.Wait()
 	return 0
 }

@@ -63,8 +63,9 @@ func TestBenchMapRequest(t *testing.T) {
 		t.Fatalf("build lispd: %v\n%s", err, out)
 	}
 	const prefixes = 2000
+	profiles := t.TempDir()
 	code, out, errOut := runCmd("", "bench", "map-request", "--lispd", lispd,
-		"--prefixes", "2000", "--duration", "500ms", "--json")
+		"--prefixes", "2000", "--duration", "500ms", "--profile", profiles, "--json")
 	if code != 0 {
 		t.Fatalf("bench map-request = %d\n%s", code, errOut)
 	}
@@ -75,7 +76,7 @@ func TestBenchMapRequest(t *testing.T) {
 	t.Logf("%s", out)
 	reg := res.MapRegister
 	if res.Prefixes != prefixes || reg.Count != prefixes || reg.Accepted < uint64(prefixes) || reg.Accepted > uint64(prefixes+reg.Resent) ||
-		reg.Registered != prefixes || reg.PerSecond <= 0 || reg.TargetPerSecond != 100_000 ||
+		reg.Registered != prefixes || reg.PerSecond <= 0 || reg.TargetRatio != 0.8 ||
 		reg.ReferencePerSecond <= 0 || reg.NotifyBytes == 0 || reg.NotifyBytes != reg.ReferenceNotifyBytes {
 		t.Errorf("map_register: %+v", reg)
 	}
@@ -87,7 +88,7 @@ func TestBenchMapRequest(t *testing.T) {
 	}
 	if req.MaxPerSecond != req.Lispd.PerSecond || req.ReferencePerSecond != req.Reference.PerSecond ||
 		req.Lispd.ReplyBytes != req.Reference.ReplyBytes ||
-		req.RatioToReference <= 0 || req.TargetPerSecond != 500_000 {
+		req.RatioToReference <= 0 || req.TargetRatio != 0.9 {
 		t.Errorf("map_request: %+v", req)
 	}
 	lat := res.Latency
@@ -96,14 +97,28 @@ func TestBenchMapRequest(t *testing.T) {
 			t.Errorf("latency: %+v", l)
 		}
 	}
-	if lat.Rate != req.MaxPerSecond/2 || lat.TargetP99US != 1000 {
-		t.Errorf("latency at %v, target %v; want half of %v and 1000", lat.Rate, lat.TargetP99US, req.MaxPerSecond)
+	turns := func(r []float64) bool { return len(r) >= 1 && len(r) <= 10 } // a turn the reference did not answer is left out
+	if lat.Rate != req.MaxPerSecond/2 || lat.TargetP99Ratio != 2 || lat.P99Ratio <= 0 || !turns(lat.TurnRatios) ||
+		!turns(req.TurnRatios) || len(reg.TurnRatios) != 10 {
+		t.Errorf("latency at %v, p99 ratio %v, target %v; want half of %v and 2", lat.Rate, lat.P99Ratio, lat.TargetP99Ratio, req.MaxPerSecond)
 	}
 	if mem := res.Memory; mem.HeapBytesPerPrefix <= 0 || mem.RSSBytesPerPrefix <= 0 || mem.HeapAfter <= mem.HeapBefore {
 		t.Errorf("memory: %+v", mem)
 	}
 	if env := res.Environment; env.Lispd != lispd || env.LispdPinning == "" || env.Kernel == "" || env.CPUs < 1 {
 		t.Errorf("environment: %+v", env)
+	}
+	var phases []string
+	for _, p := range res.Profiles {
+		phases = append(phases, p.Phase)
+		for _, f := range []string{p.CPU, p.Trace, p.AllocsBefore, p.Allocs} {
+			if st, err := os.Stat(f); err != nil || st.Size() == 0 || filepath.Dir(f) != profiles {
+				t.Errorf("profile of %s: %s: %v", p.Phase, f, err)
+			}
+		}
+	}
+	if got := strings.Join(phases, " "); got != "register request-max request-latency" {
+		t.Errorf("profiles of %q", got)
 	}
 	for _, phase := range []string{"registering 2000 prefixes", "in 10 turns", "open loop"} {
 		if !strings.Contains(errOut, phase) {

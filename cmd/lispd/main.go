@@ -1,7 +1,7 @@
 // Command lispd is the LISP daemon: the map-server, map-resolver,
 // ddt-node, xtr and rtr roles, chosen by its configuration file.
 //
-//	lispd [-config FILE] [-check]   run, or only validate the configuration
+//	lispd [-config FILE] [-check] [-cpus N]   run, or only validate the configuration
 //	lispd [-config FILE] -check-kernel   check the kernel for its roles
 //	lispd status [-socket PATH] [-json]
 //	lispd reload [-socket PATH]     apply the configuration file's changes (SIGHUP)
@@ -22,6 +22,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
 
 	"github.com/amptcp/amptcp/config"
@@ -69,8 +70,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	check := flags.Bool("check", false, "validate the configuration and exit")
 	checkKernel := flags.Bool("check-kernel", false, "check that the kernel offers what the configuration's roles need, and exit")
 	version := flags.Bool("version", false, "print the version and exit")
+	cpus := flags.Int("cpus", 0, "use `N` CPUs: N loops serve each listen address (default: GOMAXPROCS, every CPU lispd may run on)")
+	profiles := flags.String("profile", "", "debug: let the control socket start and stop CPU profiles, written into `DIR` (amptcp bench map-request --profile)")
 	flags.Usage = func() {
-		fmt.Fprintf(stderr, `usage: lispd [-config FILE] [-check | -check-kernel]
+		fmt.Fprintf(stderr, `usage: lispd [-config FILE] [-check | -check-kernel] [-cpus N]
        lispd status [-socket PATH] [-json]
        lispd reload [-socket PATH]
        lispd restart [-socket PATH] [-timeout D]
@@ -109,6 +112,10 @@ keeps it for the next lispd; lispd stop stops for good in any case.
 		fmt.Fprintf(stderr, "lispd: unexpected argument %q\n", flags.Arg(0))
 		return 2
 	}
+	if *cpus < 0 {
+		fmt.Fprintf(stderr, "lispd: -cpus %d: want a positive number of CPUs\n", *cpus)
+		return 2
+	}
 	cfg, err := config.Load(*cfgPath)
 	if err != nil {
 		fmt.Fprintf(stderr, "lispd: %v\n", err)
@@ -123,7 +130,15 @@ keeps it for the next lispd; lispd stop stops for good in any case.
 	}
 	level := new(slog.LevelVar)
 	log := cfg.Log.LoggerAt(stderr, level)
-	d, err := daemon.New(cfg, log, daemon.WithConfigFile(*cfgPath), daemon.WithLogLevel(level))
+	opts := []daemon.Option{daemon.WithConfigFile(*cfgPath), daemon.WithLogLevel(level)}
+	if *cpus > 0 {
+		runtime.GOMAXPROCS(*cpus)
+		opts = append(opts, daemon.WithLoops(*cpus))
+	}
+	if *profiles != "" {
+		opts = append(opts, daemon.WithProfiles(*profiles))
+	}
+	d, err := daemon.New(cfg, log, opts...)
 	if err != nil {
 		fmt.Fprintf(stderr, "lispd: %v\n", err)
 		return 1

@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -27,6 +28,9 @@ func TestVersionAndUsage(t *testing.T) {
 	}
 	if code, _, errOut := runLispd(context.Background(), "extra"); code != 2 || !strings.Contains(errOut, `unexpected argument "extra"`) {
 		t.Errorf("extra argument = %d, %q", code, errOut)
+	}
+	if code, _, errOut := runLispd(context.Background(), "-cpus", "-1"); code != 2 || !strings.Contains(errOut, "-cpus -1: want a positive number") {
+		t.Errorf("-cpus -1 = %d, %q", code, errOut)
 	}
 }
 
@@ -65,10 +69,11 @@ listen: ["127.0.0.1:0"]
 control: {socket: `+sock+`}
 map-server: {sites: [{name: site-a, keys: [{id: 0, secret: x}], eid-prefixes: [{prefix: 10.1.0.0/16}]}]}
 `)
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0)) // -cpus sets it
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int)
 	go func() {
-		code, _, _ := runLispd(ctx, "-config", cfg)
+		code, _, _ := runLispd(ctx, "-config", cfg, "-cpus", "3")
 		done <- code
 	}()
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
@@ -80,7 +85,8 @@ map-server: {sites: [{name: site-a, keys: [{id: 0, secret: x}], eid-prefixes: [{
 		}
 	}
 	code, out, errOut := runLispd(context.Background(), "status", "-socket", sock)
-	if code != 0 || !strings.Contains(out, "site site-a (10.1.0.0/16): 0 registered") || !strings.Contains(out, "roles [map-server map-resolver]") {
+	if code != 0 || !strings.Contains(out, "site site-a (10.1.0.0/16): 0 registered") || !strings.Contains(out, "roles [map-server map-resolver]") ||
+		!strings.Contains(out, "(3 loops each)") {
 		t.Errorf("status = %d, %q %q", code, out, errOut)
 	}
 	if code, out, _ := runLispd(context.Background(), "status", "-socket", sock, "-json"); code != 0 || !strings.Contains(out, `"map_server"`) {

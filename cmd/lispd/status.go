@@ -56,8 +56,12 @@ of a tunnel router, and its counters.
 }
 
 func writeStatus(w io.Writer, st *daemon.Status, now time.Time) {
-	fmt.Fprintf(w, "lispd %s, up %s, roles %v, listening on %s\n",
-		st.Version, now.Sub(st.Started).Round(time.Second), st.Roles, strings.Join(st.Listen, " "))
+	loops := "1 loop"
+	if st.Loops > 1 {
+		loops = fmt.Sprintf("%d loops", st.Loops)
+	}
+	fmt.Fprintf(w, "lispd %s, up %s, roles %v, listening on %s (%s each)\n",
+		st.Version, now.Sub(st.Started).Round(time.Second), st.Roles, strings.Join(st.Listen, " "), loops)
 	if ms := st.MapServer; ms != nil {
 		for _, site := range ms.Sites {
 			fmt.Fprintf(w, "\nsite %s (%s): %d registered\n", site.Name, strings.Join(site.Prefixes, ", "), len(site.Registrations))

@@ -98,9 +98,8 @@ func (s *Server) encodeNotify(reg *Registration, e *ETR) ([]byte, uint64, error)
 
 // signNotify appends n to b signed with auth (nil: unauthenticated).
 func signNotify(n *lisp.MapNotify, auth *lisp.Authenticator, b []byte) ([]byte, error) {
-	var zero [32]byte
 	if auth != nil {
-		n.Auth.Data = zero[:auth.DataLen()]
+		n.Auth.Data = unsigned[:auth.DataLen()]
 	}
 	start := len(b)
 	b, err := n.AppendBinary(b)
@@ -109,6 +108,11 @@ func signNotify(n *lisp.MapNotify, auth *lisp.Authenticator, b []byte) ([]byte, 
 	}
 	return b, err
 }
+
+// unsigned is the authentication data a message is encoded with before
+// it is signed. It is only read: a local array would escape to the heap
+// with the message.
+var unsigned [32]byte
 
 // stopNotify forgets e's unacknowledged Map-Notify. The caller holds the
 // write lock.

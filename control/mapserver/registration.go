@@ -1,6 +1,7 @@
 package mapserver
 
 import (
+	"bytes"
 	"net/netip"
 	"slices"
 	"time"
@@ -27,6 +28,59 @@ type Registration struct {
 	// Proxy: an ETR asked the map-server to reply for it (the P bit) and
 	// the site allows it.
 	Proxy bool
+	spare *ETR // room for the first ETR, allocated with the registration
+	// wire is Record encoded, which proxy replies copy rather than encode
+	// it. Readers copy it after the lock is released, so it is never
+	// changed in place: it is first encoded into room, then into a new
+	// slice each time Record changes.
+	wire     []byte
+	room     [40]byte
+	roomUsed bool
+}
+
+// regBlock is a registration with its first ETR, allocated at once: most
+// prefixes are registered by one ETR.
+type regBlock struct {
+	reg   Registration
+	first ETR
+	etrs  [1]*ETR
+}
+
+func newRegistration(eid mapping.EID, site *Site) *Registration {
+	b := &regBlock{}
+	b.reg = Registration{EID: eid, Site: site, ETRs: b.etrs[:0], spare: &b.first}
+	return &b.reg
+}
+
+// newETR adds the registration of another ETR, first registered now.
+func (r *Registration) newETR(now time.Time) *ETR {
+	e := r.spare
+	if e == nil {
+		e = new(ETR)
+	}
+	r.spare = nil
+	*e = ETR{First: now, reg: r}
+	r.ETRs = append(r.ETRs, e)
+	return e
+}
+
+// ownLocators returns the locators an ETR registers now, decoded into storage
+// that the next Map-Register reuses: its old ones when they are the same
+// (a refresh), else a copy.
+func ownLocators(old, decoded []lisp.Locator) []lisp.Locator {
+	if len(old) == len(decoded) && old != nil {
+		same := true
+		for i := range old {
+			a, b := &old[i], &decoded[i]
+			same = same && a.Priority == b.Priority && a.Weight == b.Weight && a.MPriority == b.MPriority &&
+				a.MWeight == b.MWeight && a.Local == b.Local && a.Probed == b.Probed && a.Reachable == b.Reachable &&
+				a.Address.IP().IsValid() && a.Address.AFI() == b.Address.AFI() && a.Address.IP() == b.Address.IP()
+		}
+		if same {
+			return old
+		}
+	}
+	return slices.Clone(decoded)
 }
 
 // ETR is one ETR's registration of an EID-prefix.
@@ -100,8 +154,9 @@ func (r *Registration) keep(keep func(*ETR) bool) (dropped []*ETR) {
 // merge computes the record replies carry from the ETRs' records: their
 // locators without duplicates, in the order the ETRs first registered,
 // and the action and map-version of the latest Map-Register. The locators
-// are a new slice, or the one ETR's own.
-func (r *Registration) merge(proxyTTL uint32) {
+// are a new slice, or the one ETR's own. scratch is room to encode the
+// record in, kept from call to call.
+func (r *Registration) merge(proxyTTL uint32, scratch *[]byte) {
 	if len(r.ETRs) == 0 {
 		return
 	}
@@ -123,18 +178,35 @@ func (r *Registration) merge(proxyTTL uint32) {
 	}
 	if len(r.ETRs) == 1 { // the usual case: share the ETR's locators
 		r.Record.Locators = canonicalPaths(r.ETRs[0].Record.Locators)
-		return
-	}
-	for _, e := range r.ETRs {
-	next:
-		for _, l := range canonicalPaths(e.Record.Locators) {
-			for _, have := range r.Record.Locators {
-				if have.Address.Equal(l.Address) {
-					continue next
+	} else {
+		for _, e := range r.ETRs {
+		next:
+			for _, l := range canonicalPaths(e.Record.Locators) {
+				for _, have := range r.Record.Locators {
+					if have.Address.Equal(l.Address) {
+						continue next
+					}
 				}
+				r.Record.Locators = append(r.Record.Locators, l)
 			}
-			r.Record.Locators = append(r.Record.Locators, l)
 		}
+	}
+	r.encode(scratch)
+}
+
+// encode keeps Record encoded in wire, or nothing when it does not encode
+// (a proxy reply then encodes it and reports the error).
+func (r *Registration) encode(scratch *[]byte) {
+	b, err := r.Record.AppendBinary((*scratch)[:0])
+	*scratch = b
+	switch {
+	case err != nil:
+		r.wire = nil
+	case bytes.Equal(b, r.wire): // a refresh
+	case !r.roomUsed && len(b) <= len(r.room): // never read yet
+		r.wire, r.roomUsed = append(r.room[:0], b...), true
+	default:
+		r.wire = bytes.Clone(b)
 	}
 }
 

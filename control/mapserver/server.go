@@ -39,6 +39,7 @@ type Server struct {
 	notifies  deadlines.Queue[*pendingNotify]
 	counter   counters
 	refusals  refusalLog
+	scratch   []byte // to encode records in (Registration.encode)
 }
 
 // New returns a map-server for a validated configuration. A nil logger
@@ -78,7 +79,7 @@ func (s *Server) Resolve(iid uint32, eid netip.Addr) mapping.Answer {
 	defer s.mu.RUnlock()
 	if reg, ok := s.regs.Lookup(iid, eid); ok {
 		if reg.Proxy {
-			return mapping.Answer{Kind: mapping.Mapping, EID: reg.EID, Record: reg.Record}
+			return mapping.Answer{Kind: mapping.Mapping, EID: reg.EID, Record: reg.Record, Wire: reg.wire}
 		}
 		return mapping.Answer{Kind: mapping.Forward, EID: reg.EID, ETR: reg.forwardTo()}
 	}
@@ -97,59 +98,66 @@ func wholeSpace(iid uint32, a netip.Addr) mapping.EID {
 // its Map-Notify, if it asked for one, in out. A refused Map-Register
 // changes nothing; it is counted by reason and logged.
 func (s *Server) HandleRegister(raw []byte, src netip.AddrPort, out *control.Outbox) {
-	var m lisp.MapRegister
+	m := decoded.Get().(*lisp.MapRegister)
+	defer decoded.Put(m)
 	if err := m.DecodeFromBytes(raw); err != nil {
 		s.refuse(Malformed, src, nil, "error", err)
 		return
 	}
-	site, eids, reason := s.authorize(&m)
+	var room [4]mapping.EID // the usual Map-Register has one record
+	site, eids, reason := s.authorize(m, room[:0])
 	if reason != Accepted {
-		s.refuse(reason, src, &m)
+		s.refuse(reason, src, m)
 		return
 	}
 	var auth *lisp.Authenticator
 	if m.Auth.Algorithm != lisp.AuthNone {
 		key, ok := site.key(m.Auth.KeyID, m.Auth.Algorithm)
 		if !ok {
-			s.refuse(UnknownKey, src, &m, "site", site.Name)
+			s.refuse(UnknownKey, src, m, "site", site.Name)
 			return
 		}
 		auth = key.auths.Get().(*lisp.Authenticator)
 		defer key.auths.Put(auth)
 		if auth.Verify(raw) != nil {
-			s.refuse(AuthFailed, src, &m, "site", site.Name)
+			s.refuse(AuthFailed, src, m, "site", site.Name)
 			return
 		}
 	} else if !site.AllowUnauthenticated || len(m.Auth.Data) != 0 {
-		s.refuse(Unauthenticated, src, &m, "site", site.Name)
+		s.refuse(Unauthenticated, src, m, "site", site.Name)
 		return
 	}
 	now := s.now()
 	if site.AntiReplay {
 		if r := s.replay.timely(m.Nonce, now); r != Accepted {
-			s.refuse(r, src, &m, "site", site.Name, "nonce", fmt.Sprintf("%#016x", m.Nonce))
+			s.refuse(r, src, m, "site", site.Name, "nonce", fmt.Sprintf("%#016x", m.Nonce))
 			return
 		}
 	}
-	if !s.apply(site, &m, eids, src, now, out) {
-		s.refuse(Replayed, src, &m, "site", site.Name, "nonce", fmt.Sprintf("%#016x", m.Nonce))
+	if !s.apply(site, m, eids, src, now, out) {
+		s.refuse(Replayed, src, m, "site", site.Name, "nonce", fmt.Sprintf("%#016x", m.Nonce))
 		return
 	}
 	s.counter.add(Accepted)
 	if m.WantMapNotify {
-		s.notify(&m, src, auth, out)
+		s.notify(m, src, auth, out)
 	}
 }
 
-// authorize maps the records to EIDs and finds the one site they all
-// belong to. A Map-Register is taken whole or not at all.
-func (s *Server) authorize(m *lisp.MapRegister) (*Site, []mapping.EID, Reason) {
+// decoded holds Map-Registers to decode into: decoding into one reuses
+// the storage of its records, so a registration copies the locators it
+// keeps (see ETR.update).
+var decoded = sync.Pool{New: func() any { return new(lisp.MapRegister) }}
+
+// authorize maps the records to EIDs, appended to eids, and finds the one
+// site they all belong to. A Map-Register is taken whole or not at all.
+func (s *Server) authorize(m *lisp.MapRegister, eids []mapping.EID) (*Site, []mapping.EID, Reason) {
 	if len(m.Records) == 0 {
 		return nil, nil, NoRecords
 	}
 	var site *Site
-	eids := make([]mapping.EID, len(m.Records))
-	for i, rec := range m.Records {
+	for i := range m.Records {
+		rec := &m.Records[i]
 		e, err := mapping.FromWire(rec.EID, rec.MaskLen)
 		if err != nil {
 			return nil, nil, UnsupportedEID
@@ -161,7 +169,7 @@ func (s *Server) authorize(m *lisp.MapRegister) (*Site, []mapping.EID, Reason) {
 		case !ok || (site != nil && sp.site != site):
 			return nil, nil, OutsideSite
 		}
-		site, eids[i] = sp.site, e
+		site, eids = sp.site, append(eids, e)
 	}
 	return site, eids, Accepted
 }
@@ -187,15 +195,13 @@ func (s *Server) apply(site *Site, m *lisp.MapRegister, eids []mapping.EID, src 
 			}
 			continue
 		}
-		reg, created := s.regs.Upsert(eids[i], func() *Registration {
-			return &Registration{EID: eids[i], Site: site}
-		})
+		reg, created := s.regs.Upsert(eids[i], func() *Registration { return newRegistration(eids[i], site) })
 		before := reg.Record.Locators
 		etr := reg.find(id)
 		if etr == nil {
-			etr = &ETR{First: now, reg: reg}
-			reg.ETRs = append(reg.ETRs, etr)
+			etr = reg.newETR(now)
 		}
+		rec.Locators = ownLocators(etr.Record.Locators, rec.Locators)
 		*etr = ETR{
 			Source: src, XTRID: m.XTRID, Record: rec,
 			ProxyReply: m.ProxyReply, Merge: m.MergeRequest, KeyID: m.Auth.KeyID,
@@ -207,7 +213,7 @@ func (s *Server) apply(site *Site, m *lisp.MapRegister, eids []mapping.EID, src 
 		// each ETR registers all of the site's locators); with it, it
 		// replaces only its own part among the ETRs that merge.
 		s.drop(reg, reg.keep(func(e *ETR) bool { return e == etr || (etr.Merge && e.Merge) }))
-		reg.merge(s.proxyTTL)
+		reg.merge(s.proxyTTL, &s.scratch)
 		s.expiry.Schedule(etr)
 		if !sameLocators(before, reg.Record.Locators) {
 			s.notifyMerged(reg, etr, now, out)
@@ -230,7 +236,7 @@ func (s *Server) drop(reg *Registration, gone []*ETR) {
 		return
 	}
 	if len(gone) > 0 {
-		reg.merge(s.proxyTTL)
+		reg.merge(s.proxyTTL, &s.scratch)
 	}
 }
 

@@ -83,6 +83,18 @@ func record(eid string, rlocs ...lisp.Address) lisp.MapRecord {
 	return rec
 }
 
+// checkWire checks that a proxy answer's record encoded once is the
+// record it answers with.
+func checkWire(t *testing.T, ans mapping.Answer) bool {
+	t.Helper()
+	want, err := ans.Record.AppendBinary(nil)
+	if err != nil || ans.Kind != mapping.Mapping || !bytes.Equal(ans.Wire, want) {
+		t.Errorf("%s: record encoded once %x, encoded now %x (%v)", ans.Kind, ans.Wire, want, err)
+		return false
+	}
+	return true
+}
+
 func register(t *testing.T, m *lisp.MapRegister, key string) []byte {
 	t.Helper()
 	if m.Nonce == 0 && testClock != nil {
@@ -135,7 +147,7 @@ func TestRegisterNotifyAndProxyReply(t *testing.T) {
 	// A proxy answer carries the registered locators, the path as a bare
 	// ELP, with the proxy TTL and A clear.
 	ans := s.Resolve(0, netip.MustParseAddr("10.1.2.3"))
-	if ans.Kind != mapping.Mapping || ans.EID.String() != "10.1.0.0/16" {
+	if ans.Kind != mapping.Mapping || ans.EID.String() != "10.1.0.0/16" || !checkWire(t, ans) {
 		t.Fatalf("Resolve = %+v", ans)
 	}
 	want := slices.Clone(rec.Locators)
@@ -335,6 +347,7 @@ func TestMergeAndReplace(t *testing.T) {
 	}
 	rlocs := func() []string {
 		ans := s.Resolve(0, netip.MustParseAddr("10.1.0.1"))
+		checkWire(t, ans)
 		var got []string
 		for _, l := range ans.Record.Locators {
 			got = append(got, l.Address.String())
@@ -383,7 +396,7 @@ func TestExpiry(t *testing.T) {
 		t.Fatalf("at 5m01 Expire dropped %d, want ETR 1", n)
 	}
 	if ans := s.Resolve(0, netip.MustParseAddr("10.1.0.1")); len(ans.Record.Locators) != 1 ||
-		ans.Record.Locators[0].Address.IP() != etr2.Addr() {
+		ans.Record.Locators[0].Address.IP() != etr2.Addr() || !checkWire(t, ans) {
 		t.Fatalf("after ETR 1 expired: %+v", ans)
 	}
 	clk.advance(5 * time.Minute)

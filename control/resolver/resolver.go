@@ -104,8 +104,8 @@ func (r *Resolver) HandleECM(raw []byte, ecm *lisp.ECM, src netip.AddrPort, out 
 	}
 	replyTo := netip.AddrPortFrom(itr, ecm.Source.Port())
 
-	var records [4]lisp.MapRecord // the usual request has one
-	reply := lisp.MapReply{Nonce: req.Nonce, Records: records[:0]}
+	var room [4]mapping.Answer // the usual request asks for one EID
+	answers := room[:0]
 	forwarded := false
 	for _, rec := range req.Records {
 		iid, eid, ok := requestedEID(rec.EID)
@@ -116,39 +116,48 @@ func (r *Resolver) HandleECM(raw []byte, ecm *lisp.ECM, src netip.AddrPort, out 
 		ans := r.resolveLocal(iid, eid)
 		switch ans.Kind {
 		case mapping.Mapping:
-			rec := ans.Record
 			if r.engineer != nil {
 				if own, ok := r.engineer.Engineer(Question{Answer: ans, Request: req, From: src}); ok {
-					rec = own
+					ans.Record, ans.Wire = own, nil
 				}
 			}
-			reply.Records = append(reply.Records, rec)
 			r.counter.mappings.Add(1)
 		case mapping.Forward:
 			if !forwarded {
 				r.forward(raw, ans.ETR, out)
 				forwarded = true
 			}
+			continue
 		case mapping.NotFound:
 			if r.ddt != nil && !forwarded {
 				// One DDT resolution per request: it carries the ECM.
 				forwarded = true
 				if neg, ok := r.ddt.resolve(raw, req, rec, iid, eid, replyTo, out); ok {
-					reply.Records = append(reply.Records, neg)
+					ans.Record, ans.Wire = neg, nil
+					answers = append(answers, ans)
 					r.counter.negatives.Add(1)
 				}
 				continue
 			}
 			fallthrough
 		default:
-			reply.Records = append(reply.Records, r.negative(ans))
+			ans.Record, ans.Wire = r.negative(ans), nil
 			r.counter.negatives.Add(1)
 		}
+		answers = append(answers, ans)
 	}
-	if len(reply.Records) == 0 {
+	if len(answers) == 0 {
 		return
 	}
-	b, err := reply.AppendBinary(out.Begin())
+	reply := lisp.MapReply{Nonce: req.Nonce}
+	b, err := reply.AppendHeader(out.Begin(), len(answers))
+	for i := 0; i < len(answers) && err == nil; i++ {
+		if w := answers[i].Wire; w != nil {
+			b = append(b, w...) // encoded once by the database
+		} else {
+			b, err = answers[i].Record.AppendBinary(b)
+		}
+	}
 	if err != nil { // records from the database always encode
 		r.log.Error("cannot encode Map-Reply", "to", replyTo, "error", err)
 		return

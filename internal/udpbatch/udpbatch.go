@@ -4,7 +4,8 @@
 // datagram: the message headers, buffers and addresses are built once.
 // x/net's ReadBatch allocates an address for every datagram received,
 // which a server answering hundreds of thousands of requests a second
-// pays for in garbage collection.
+// pays for in garbage collection. ListenGroup opens the sockets of a
+// server with one serving loop per CPU.
 package udpbatch
 
 import (
@@ -27,10 +28,11 @@ type Conn struct {
 	is6  bool
 	spin time.Duration
 
-	in  batch
-	out batch
-	n   int // datagrams of the last Read
-	err error
+	in   batch
+	out  batch
+	n    int // datagrams of the last Read
+	last int // of the one before: when it filled a quarter of a batch, Read spins
+	err  error
 
 	// The callbacks given to the poller, bound once: a method value or a
 	// closure made per call would be an allocation per call.
@@ -66,9 +68,14 @@ func newBatch(n, size int) batch {
 }
 
 // New wraps u for batches of up to n datagrams of up to size bytes. spin
-// is how long Read polls an empty socket before it parks the goroutine:
-// waking a parked one costs a few microseconds of scheduling, more than
-// the next datagram of a busy server takes to come.
+// is how long Read polls an empty socket before it parks the goroutine,
+// when the Read before brought at least a quarter of a batch: under a
+// load that fills batches, the next datagram comes sooner than a parked
+// goroutine wakes. Under a lighter load it parks at once: a loop that
+// polls between every few datagrams looks to the kernel like a task that
+// never sleeps, which other tasks on its CPU then delay by whole time
+// slices, where a task that sleeps gets its CPU back as soon as it wakes
+// (docs/mapping.md, "Performance", measures what that does to latency).
 func New(u *net.UDPConn, n, size int, spin time.Duration) (*Conn, error) {
 	raw, err := u.SyscallConn()
 	if err != nil {
@@ -112,11 +119,16 @@ func (c *Conn) Read() (int, error) {
 	if err := c.raw.Read(c.recvFn); err != nil {
 		return 0, err
 	}
+	c.last = c.n
 	return c.n, c.err
 }
 
+// busy reports whether the last Read found the socket busy enough for
+// the next to poll it.
+func (c *Conn) busy() bool { return c.last >= max(1, len(c.in.hdrs)/4) }
+
 // recv is Read's callback: it returns false to park until the socket is
-// readable, after polling for c.spin.
+// readable, after polling for c.spin when the socket is busy.
 func (c *Conn) recv(fd uintptr) bool {
 	var deadline time.Time
 	for {
@@ -131,7 +143,7 @@ func (c *Conn) recv(fd uintptr) bool {
 			c.err = fmt.Errorf("recvmmsg: %w", errno)
 			return true
 		}
-		if c.spin <= 0 {
+		if c.spin <= 0 || !c.busy() {
 			return false
 		}
 		now := time.Now()

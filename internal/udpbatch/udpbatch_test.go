@@ -132,3 +132,25 @@ func TestNoAllocations(t *testing.T) {
 		t.Errorf("a write and a read allocate %.1f times", n)
 	}
 }
+
+// Read polls an empty socket only after a read that brought at least a
+// quarter of a batch: a lighter load parks the loop at once.
+func TestSpinsOnlyWhenBusy(t *testing.T) {
+	a, _ := listen(t, "127.0.0.1:0", 0)
+	b, cb := listen(t, "127.0.0.1:0", time.Millisecond) // batches of 8: busy from 2
+	dst := b.LocalAddr().(*net.UDPAddr).AddrPort()
+	for _, tc := range []struct{ send, got int }{{1, 1}, {3, 3}, {1, 1}, {8, 8}} {
+		for range tc.send {
+			if _, err := a.WriteToUDPAddrPort([]byte("x"), dst); err != nil {
+				t.Fatal(err)
+			}
+		}
+		n, err := cb.Read()
+		if err != nil || n != tc.got {
+			t.Fatalf("Read = %d, %v; want %d", n, err, tc.got)
+		}
+		if want := tc.got >= 2; cb.busy() != want {
+			t.Errorf("after a read of %d: busy %v, want %v", n, cb.busy(), want)
+		}
+	}
+}
