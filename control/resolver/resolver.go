@@ -108,7 +108,7 @@ func (r *Resolver) HandleECM(raw []byte, ecm *lisp.ECM, src netip.AddrPort, out 
 	reply := lisp.MapReply{Nonce: req.Nonce, Records: records[:0]}
 	forwarded := false
 	for _, rec := range req.Records {
-		iid, eid, ok := requestedEID(rec.EID)
+		iid, eid, ok := control.EIDOf(rec.EID)
 		if !ok {
 			r.counter.drop(UnsupportedEID)
 			continue
@@ -198,14 +198,4 @@ func replyAddr(req *lisp.MapRequest, from netip.Addr) (netip.Addr, bool) {
 		}
 	}
 	return first, first.IsValid()
-}
-
-// requestedEID reads the address a Map-Request record asks about.
-func requestedEID(a lisp.Address) (uint32, netip.Addr, bool) {
-	var iid uint32
-	if l, ok := a.LCAF().(*lisp.InstanceID); ok {
-		iid, a = l.IID, l.Address
-	}
-	ip := a.IP()
-	return iid, ip, ip.IsValid()
 }
