@@ -50,12 +50,14 @@ type Dataplane struct {
 	adoption  *Adoption         // nil when there was nothing to adopt
 	stored    []StoredEntry     // the map-cache entries found at start
 
-	misses   chan Miss
-	reader   *ringbuf.Reader
-	stop     chan struct{}
-	wg       sync.WaitGroup
-	closeErr error
-	once     sync.Once
+	misses      chan Miss
+	reader      *ringbuf.Reader
+	events      chan SubflowEvent
+	eventReader *ringbuf.Reader
+	stop        chan struct{}
+	wg          sync.WaitGroup
+	closeErr    error
+	once        sync.Once
 }
 
 // objects are the programs and maps as loaded, and the global data that
@@ -101,7 +103,7 @@ func New(cfg *config.Dataplane, opts Options) (*Dataplane, error) {
 	if err := setGateways(egress, cfg.RLOCInterfaces, cfg.RLOCGateways); err != nil {
 		return nil, err
 	}
-	d := &Dataplane{cfg: cfg, log: opts.Log, misses: make(chan Miss, 1024), stop: make(chan struct{})}
+	d := &Dataplane{cfg: cfg, log: opts.Log, misses: make(chan Miss, 1024), events: make(chan SubflowEvent, 1024), stop: make(chan struct{})}
 	prev, err := d.openPins(cfg.PinPath)
 	if err != nil {
 		return nil, err
@@ -140,6 +142,11 @@ func New(cfg *config.Dataplane, opts Options) (*Dataplane, error) {
 		return nil, fmt.Errorf("dataplane: read misses: %w", err)
 	}
 	d.wg.Go(d.readMisses)
+	if d.eventReader, err = ringbuf.NewReader(d.objs.SubflowEvents); err != nil {
+		d.abort()
+		return nil, fmt.Errorf("dataplane: read subflow events: %w", err)
+	}
+	d.wg.Go(d.readEvents)
 	d.wg.Go(func() { d.sweepEvery(cfg.SubflowIdleTimeout.Duration) })
 	d.log.Info("data plane attached", "eid_interfaces", cfg.EIDInterfaces, "rloc_interfaces", cfg.RLOCInterfaces,
 		"rlocs", d.rlocs, "complete_checksums", cfg.CompleteChecksums)
@@ -176,6 +183,7 @@ func (d *Dataplane) load(cfg *config.Dataplane, opts Options, rlocs []localRLOC,
 		"cfg_port_sum":         flag(cfg.PathSelection == "port-sum"),
 		"cfg_source_port_sum":  flag(cfg.SourceSelection == "port-sum"),
 		"cfg_bind_subflows":    flag(cfg.MPTCPSubflows != "off"),
+		"cfg_stateful":         flag(cfg.Stateful()),
 		"cfg_previous_hop":     flag(cfg.PathID == "previous-hop"),
 		"cfg_miss_native":      flag(cfg.Miss == "native-forward"),
 		"cfg_clamp_mss":        flag(cfg.ClampMSS == nil || *cfg.ClampMSS),
@@ -411,8 +419,12 @@ func (d *Dataplane) stopLoops() {
 	if d.reader != nil {
 		d.reader.Close()
 	}
+	if d.eventReader != nil {
+		d.eventReader.Close()
+	}
 	d.wg.Wait()
 	close(d.misses)
+	close(d.events)
 }
 
 // readMisses passes the ring buffer's misses on, dropping them when the

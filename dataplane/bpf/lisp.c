@@ -627,6 +627,10 @@ int underlay(struct __sk_buff *skb)
 			if (i >= 0 && i < MAX_PATHS) {
 				const struct path *pa = &e->paths[path_slot(i)];
 				if (pa->self + 1 < pa->n_hops) {
+					if (!(pa->next.a[0] | pa->next.a[1] | pa->next.a[2] | pa->next.a[3])) {
+						count(C_RTR_UNRESOLVED);
+						return TC_ACT_SHOT;
+					}
 					if (pa->family != family) {
 						count(C_RTR_FAMILY_CHANGE);
 						return TC_ACT_SHOT;
