@@ -38,6 +38,10 @@ func (c *Cache) HandleReply(reply *lisp.MapReply, src netip.AddrPort) {
 			c.resolverAnswered(t.resolver)
 		}
 	}
+	if r.flow != nil {
+		c.flowReply(r, reply, src, now)
+		return
+	}
 	replaced := false
 	for i := range reply.Records {
 		key, reason := c.install(&reply.Records[i], r, src, now)

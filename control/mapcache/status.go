@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/amptcp/amptcp/dataplane"
 	"github.com/amptcp/amptcp/mapping"
 )
 
@@ -54,6 +55,9 @@ type counters struct {
 	records                                  [numReasons]atomic.Uint64
 	smrs, smrIgnored, smrLimited, smrInvoked atomic.Uint64
 	expired, evicted, full, reinstalled      atomic.Uint64
+	unexpanded, loops, reexpanded            atomic.Uint64
+	flowEvents, flowRequests, flowPinned     atomic.Uint64
+	flowUnbound                              atomic.Uint64
 	adopted                                  atomic.Uint64
 	putErrors, deleteErrors                  atomic.Uint64
 }
@@ -87,6 +91,18 @@ type Counters struct {
 	PutErrors, DeleteErrors             uint64
 	// Adopted entries, kept by the data plane across a restart.
 	Adopted uint64
+	// Unexpanded counts the installations of a path whose Lookup hops
+	// could not be expanded (an EID still being looked up, a loop, too
+	// many hops), Loops those refused for an RLOC twice; Reexpanded the
+	// entries installed again because an EID of theirs changed.
+	Unexpanded, Loops, Reexpanded uint64
+	// Stateful binding: FlowEvents counts the new subflows the data
+	// plane reported, FlowRequests the stateful Map-Requests for them
+	// (tries not included), FlowPinned the subflows pinned to the ELP
+	// their ETR chose, FlowUnbound those left where they were (the
+	// answer bound nothing, or its ELP never came); the requests that
+	// had no answer count in Failed.
+	FlowEvents, FlowRequests, FlowPinned, FlowUnbound uint64
 	// Entries is the number of entries now, Pending the requests in flight.
 	Entries, Pending int
 }
@@ -104,12 +120,15 @@ func (c *Cache) Counters() Counters {
 		SMRInvoked: k.smrInvoked.Load(), Expired: k.expired.Load(), Evicted: k.evicted.Load(),
 		Full: k.full.Load(), Reinstalled: k.reinstalled.Load(),
 		PutErrors: k.putErrors.Load(), DeleteErrors: k.deleteErrors.Load(), Adopted: k.adopted.Load(),
+		Unexpanded: k.unexpanded.Load(), Loops: k.loops.Load(), Reexpanded: k.reexpanded.Load(),
+		FlowEvents: k.flowEvents.Load(), FlowRequests: k.flowRequests.Load(), FlowPinned: k.flowPinned.Load(),
+		FlowUnbound: k.flowUnbound.Load(),
 	}
 	for i := range out.Records {
 		out.Records[i] = k.records[i].Load()
 	}
 	c.mu.Lock()
-	out.Entries, out.Pending = c.entries.Len(), len(c.pending)
+	out.Entries, out.Pending = c.entries.Len(), len(c.pending)+len(c.flows)
 	c.mu.Unlock()
 	return out
 }
@@ -142,9 +161,14 @@ type Path struct {
 	Priority uint8 `json:"priority"`
 	Weight   uint8 `json:"weight"`
 	// Reachable is the locator's R bit in the Map-Reply; Up whether the
-	// data plane may use the path (R and every hop reachable).
-	Reachable bool `json:"reachable"`
-	Up        bool `json:"up"`
+	// data plane may use the path (R, its Lookup hops expanded and the
+	// hops it must use reachable), and Down why not, beyond those.
+	Reachable bool   `json:"reachable"`
+	Up        bool   `json:"up"`
+	Down      string `json:"down,omitempty"`
+	// Expanded are the hops the data plane takes, when they are not
+	// Hops: Lookup hops expanded, hops found down gone around.
+	Expanded []string `json:"expanded,omitempty"`
 }
 
 // Hop is one hop of a path: the RLOC of a plain locator, or a hop of an
@@ -185,7 +209,7 @@ func (c *Cache) Snapshot() []Entry {
 			se.TTLLeft = int64(max(e.expires.Sub(now), 0) / time.Second)
 		}
 		for _, p := range e.paths {
-			se.Paths = append(se.Paths, c.pathStatus(p))
+			se.Paths = append(se.Paths, c.pathStatus(key.IID, p))
 		}
 		all = append(all, keyed{key, se})
 	}
@@ -201,11 +225,18 @@ func (c *Cache) Snapshot() []Entry {
 	return out
 }
 
-func (c *Cache) pathStatus(p path) Path {
-	sp := Path{Priority: p.priority, Weight: p.weight, Reachable: p.reachable, Up: p.up(c.reachable)}
+// pathStatus is p's status. The caller holds the lock.
+func (c *Cache) pathStatus(iid uint32, p path) Path {
+	l := c.layout(iid, p)
+	sp := Path{Priority: p.priority, Weight: p.weight, Reachable: p.reachable, Up: l.up, Down: l.why}
+	if !slices.EqualFunc(l.hops, p.hops, func(a, b dataplane.Hop) bool { return a == b }) {
+		for _, h := range l.hops {
+			sp.Expanded = append(sp.Expanded, h.Addr.String())
+		}
+	}
 	for _, h := range p.hops {
 		sh := Hop{Address: h.Addr.String(), Lookup: h.Lookup, Probe: h.Probe, Strict: h.Strict,
-			Up: !probed(h) || c.reachable(h.Addr)}
+			Up: !c.probed(h, len(p.hops)) || c.reachable(h.Addr)}
 		if c.rtt != nil {
 			if rtt, ok := c.rtt(h.Addr); ok {
 				sh.RTT = float64(rtt) / float64(time.Millisecond)
