@@ -76,6 +76,7 @@ var (
 	teChanges      = desc("te_set_changes_total", "Sets of ELPs adopted in place of the set in use.")
 	teAnswers      = desc("te_answers_total", "Map-Replies carrying the te role's ELPs, by kind: masked (a source's set) or all.", "kind")
 	teSMRs         = desc("te_smrs_sent_total", "Solicit-Map-Requests sent when a destination's ELPs changed.")
+	tePushes       = desc("te_pushes_total", "Sets sent to the ETRs of prefixes that answer for themselves, per ETR and prefix.")
 	teSlotsFull    = desc("te_slots_full_total", "Sets not adopted for want of a path slot.")
 	teLinkRTT      = desc("te_link_rtt_seconds", "The RTT matrix: the smoothed RTT a router measures to an address of another.", "from", "to", "address")
 	teLinkMinRTT   = desc("te_link_min_rtt_seconds", "The RTT matrix the te role weighs links by: the least RTT of the last 30 seconds.", "from", "to", "address")
@@ -90,7 +91,7 @@ func (l lispd) Describe(ch chan<- *prometheus.Desc) {
 		xtrRegisters, xtrNotifies, xtrFailures, xtrRequests, xtrSMRs, xtrBindings, xtrBound, cacheStateful, cacheExpand, cacheMisses, cacheRequests, cacheFailed,
 		cacheReplies, cacheRecords, cacheSMRs, cacheEntries, cacheExpired, probesSent, probesAnswer, probesMissed,
 		probesBad, locatorUp, locatorRTT, locatorMinRTT, dpPackets,
-		teNodes, teEdges, tePairs, teScrapes, teComputations, teChanges, teAnswers, teSMRs, teSlotsFull,
+		teNodes, teEdges, tePairs, teScrapes, teComputations, teChanges, teAnswers, teSMRs, tePushes, teSlotsFull,
 		teLinkRTT, teLinkMinRTT, teLinkUp, teSetELPs, teSetAge} {
 		ch <- d
 	}
@@ -150,6 +151,7 @@ func collectTE(ch chan<- prometheus.Metric, t *pce.Counters, counter func(*prome
 	counter(teAnswers, t.AnswersMasked, "masked")
 	counter(teAnswers, t.AnswersAll, "all")
 	counter(teSMRs, t.SMRs)
+	counter(tePushes, t.Pushes)
 	counter(teSlotsFull, t.SlotsFull)
 	for _, l := range t.Matrix {
 		up := 0.0

@@ -38,9 +38,12 @@ type Resolver struct {
 
 // Engineer gives, for the one who asks, the mapping a Map-Reply carries
 // in place of the registered one: the te role's sets of ELPs. It says
-// false to leave the registered mapping.
+// false to leave the registered mapping. It is told of the requests
+// forwarded to ETRs that answer for themselves too (Forwarded), whose
+// answers it cannot change but whose ETRs it may tell what to answer.
 type Engineer interface {
 	Engineer(q Question) (lisp.MapRecord, bool)
+	Forwarded(q Question)
 }
 
 // Question is a Map-Request's record that the mapping system answers
@@ -125,6 +128,9 @@ func (r *Resolver) HandleECM(raw []byte, ecm *lisp.ECM, src netip.AddrPort, out 
 			reply.Records = append(reply.Records, rec)
 			r.counter.mappings.Add(1)
 		case mapping.Forward:
+			if r.engineer != nil {
+				r.engineer.Forwarded(Question{Answer: ans, Request: req, From: src})
+			}
 			if !forwarded {
 				r.forward(raw, ans.ETR, out)
 				forwarded = true

@@ -29,9 +29,11 @@ type teSet struct {
 }
 
 // takeSets stores the sets of a Map-Notify whose records are all
-// source-specific, for prefixes of the site: those of each prefix it
-// names replace what the prefix had. It says false, storing nothing,
-// for any other Map-Notify. The caller holds the lock.
+// source-specific, for prefixes of the site: each replaces the set of
+// its source and prefix (the te role sends as many Map-Notifies as the
+// sets need; a source it no longer sends lapses with its TTL). It says
+// false, storing nothing, for any other Map-Notify. The caller holds the
+// lock.
 func (x *XTR) takeSets(records []lisp.MapRecord, now time.Time) bool {
 	got := map[mapping.EID][]teSet{}
 	for _, r := range records {
@@ -49,6 +51,10 @@ func (x *XTR) takeSets(records []lisp.MapRecord, now time.Time) bool {
 		return false
 	}
 	for d, sets := range got {
+		for _, n := range sets {
+			x.sets[d] = slices.DeleteFunc(x.sets[d], func(s teSet) bool { return s.source == n.source })
+		}
+		sets = append(x.sets[d], sets...)
 		// The most specific source first: the first that holds a
 		// requester's EID is its set.
 		slices.SortStableFunc(sets, func(a, b teSet) int { return b.source.Bits() - a.source.Bits() })
