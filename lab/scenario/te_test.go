@@ -51,7 +51,7 @@ func TestTEHoLSweepScenarios(t *testing.T) {
 			t.Fatal(err)
 		}
 		te := p.Node("ms").Lispd.TE
-		if *te.HeadOfLine.RTTFactor != want.factor || te.Hysteresis.Confirm != 1 || te.Hysteresis.HoldDown.Duration != time.Second {
+		if *te.HeadOfLine.RTTFactor != want.factor || te.Hysteresis.Confirm != 1 || te.Hysteresis.HoldDown.Duration != time.Second || te.MaxHops != 2 {
 			t.Errorf("%s: te %+v", file, te)
 		}
 		ev := s.Events(runs[0].Variant)
