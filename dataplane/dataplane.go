@@ -429,21 +429,25 @@ func (d *Dataplane) stopLoops() {
 
 // readMisses passes the ring buffer's misses on, dropping them when the
 // control plane lags: the data plane reports them again.
-func (d *Dataplane) readMisses() {
+func (d *Dataplane) readMisses() { readRing(d, "misses", d.reader, decodeMiss, d.misses) }
+
+// readRing passes what a ring buffer holds on to out, decoded, until the
+// reader is closed; what the control plane is too slow for is dropped.
+func readRing[T any](d *Dataplane, what string, r *ringbuf.Reader, decode func([]byte) (T, bool), out chan<- T) {
 	for {
-		rec, err := d.reader.Read()
+		rec, err := r.Read()
 		if err != nil {
 			if !errors.Is(err, ringbuf.ErrClosed) {
-				d.log.Warn("read misses", "error", err)
+				d.log.Warn("read "+what, "error", err)
 			}
 			return
 		}
-		m, ok := decodeMiss(rec.RawSample)
+		v, ok := decode(rec.RawSample)
 		if !ok {
 			continue
 		}
 		select {
-		case d.misses <- m:
+		case out <- v:
 		default:
 		}
 	}

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/ringbuf"
 )
 
 // Stateful binding ([LISP-TE] §IV.A, mptcp-subflows bind-stateful): the
@@ -133,22 +132,4 @@ func decodeEvent(b []byte) (SubflowEvent, bool) {
 
 // readEvents passes the ring buffer's subflows on, dropping them when
 // the control plane lags: such a subflow stays on the path it has.
-func (d *Dataplane) readEvents() {
-	for {
-		rec, err := d.eventReader.Read()
-		if err != nil {
-			if !errors.Is(err, ringbuf.ErrClosed) {
-				d.log.Warn("read subflow events", "error", err)
-			}
-			return
-		}
-		ev, ok := decodeEvent(rec.RawSample)
-		if !ok {
-			continue
-		}
-		select {
-		case d.events <- ev:
-		default:
-		}
-	}
-}
+func (d *Dataplane) readEvents() { readRing(d, "subflow events", d.eventReader, decodeEvent, d.events) }

@@ -44,11 +44,7 @@ func TestELPHopBits(t *testing.T) {
 	r1.AddRoute("10.0.4.0/24", "10.0.3.2")
 	r3.AddRoute("10.0.4.0/24", "10.0.6.2")
 	xd.AddRoute("default", "10.0.4.1")
-	for _, nd := range []*testnet.Node{xs, r1, r2, r3, xd, ms} {
-		nd.EnableForwarding()
-		nd.SetSysctl("net.ipv4.conf.all.rp_filter", "0")
-		nd.SetSysctl("net.ipv4.conf.default.rp_filter", "0")
-	}
+	routers(xs, r1, r2, r3, xd, ms)
 	startTunnelLispd(t, ms, "ms", `
 roles: [map-server, map-resolver]
 listen: ["10.0.100.2"]
@@ -58,49 +54,18 @@ map-server:
     - {name: a, keys: [{id: 1, secret: "bits"}], eid-prefixes: [{prefix: 10.1.0.0/24}]}
     - {name: b, keys: [{id: 1, secret: "bits"}], eid-prefixes: [{prefix: 10.2.0.0/24}]}
 `)
-	xtr := func(nd *testnet.Node, eid *testnet.Link, rlocs []*testnet.Link, prefix, locators string) string {
-		var ifaces []string
-		for _, l := range rlocs {
-			ifaces = append(ifaces, l.Iface(nd))
-		}
-		return fmt.Sprintf(`
-roles: [xtr]
-listen: ["0.0.0.0"]
-control: {socket: "{sock}"}
-dataplane: {eid-interfaces: [%s], rloc-interfaces: [%s]}
-map-cache: {map-resolvers: [10.0.100.2], probe-interval: 200ms, probe-misses: 3, elp-bits: as-sent}
-xtr:
-  database-mappings:
-    - eid-prefix: %s
-      ttl: 5m
-      locators: %s
-  map-servers: [{address: 10.0.100.2, key-id: 1, secret: bits, proxy-reply: true}]
-`, eid.Iface(nd), strings.Join(ifaces, ", "), prefix, locators)
-	}
-	sockXS := startTunnelLispd(t, xs, "xs", xtr(xs, siteA, []*testnet.Link{xsR1, xsR2, xsR3}, "10.1.0.0/24",
+	const bits = ", elp-bits: as-sent"
+	sockXS := startTunnelLispd(t, xs, "xs", xtrConfig(xs, siteA, []*testnet.Link{xsR1, xsR2, xsR3}, bits, "10.1.0.0/24", "bits",
 		"[{address: 10.0.2.1, priority: 1, weight: 100}]"))
 	ps := "{address: %s, probe: true, strict: true}"
 	xd1, r2S := fmt.Sprintf(ps, "10.0.4.2"), fmt.Sprintf(ps, "10.0.2.2")
-	sockXD := startTunnelLispd(t, xd, "xd", xtr(xd, siteB, []*testnet.Link{r2XD, r3XD}, "10.2.0.0/24", `
+	sockXD := startTunnelLispd(t, xd, "xd", xtrConfig(xd, siteB, []*testnet.Link{r2XD, r3XD}, bits, "10.2.0.0/24", "bits", `
         - {elp: [{address: 10.0.1.2, probe: true}, `+r2S+`, `+xd1+`], priority: 1, weight: 50}
         - {elp: [`+fmt.Sprintf(ps, "10.0.1.2")+`, `+r2S+`, `+xd1+`], priority: 1, weight: 50}
         - {elp: [{address: 10.0.5.2, strict: true}, `+xd1+`], priority: 2, weight: 50}`))
-	rtr := func(nd *testnet.Node, links ...*testnet.Link) string {
-		var ifaces []string
-		for _, l := range links {
-			ifaces = append(ifaces, l.Iface(nd))
-		}
-		return fmt.Sprintf(`
-roles: [rtr]
-listen: ["0.0.0.0"]
-control: {socket: "{sock}"}
-dataplane: {rloc-interfaces: [%s]}
-map-cache: {map-resolvers: [10.0.100.2], probe-interval: 0s}
-`, strings.Join(ifaces, ", "))
-	}
-	startTunnelLispd(t, r1, "r1", rtr(r1, xsR1, r1R2))
-	sockR2 := startTunnelLispd(t, r2, "r2", rtr(r2, xsR2, r1R2, r2XD))
-	sockR3 := startTunnelLispd(t, r3, "r3", rtr(r3, xsR3, r3XD))
+	startTunnelLispd(t, r1, "r1", rtrConfig(r1, xsR1, r1R2))
+	sockR2 := startTunnelLispd(t, r2, "r2", rtrConfig(r2, xsR2, r1R2, r2XD))
+	sockR3 := startTunnelLispd(t, r3, "r3", rtrConfig(r3, xsR3, r3XD))
 	waitFor(t, "both xTRs registered", func() bool {
 		a, b := tunnelStatus(t, sockXS), tunnelStatus(t, sockXD)
 		return a.XTR.MapServers[0].State == "registered" && b.XTR.MapServers[0].State == "registered"

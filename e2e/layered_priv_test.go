@@ -67,11 +67,7 @@ func newLayered(t *testing.T) *layered {
 	l.y.AddRoute("default", hopB)
 	l.b.AddRoute("default", "10.0.4.1")
 	l.xd.AddRoute("default", "10.0.5.1")
-	for _, nd := range []*testnet.Node{l.xs, l.ra, l.x, l.x2, l.y, l.b, l.xd, l.ms} {
-		nd.EnableForwarding()
-		nd.SetSysctl("net.ipv4.conf.all.rp_filter", "0")
-		nd.SetSysctl("net.ipv4.conf.default.rp_filter", "0")
-	}
+	routers(l.xs, l.ra, l.x, l.x2, l.y, l.b, l.xd, l.ms)
 	l.socks["ms"] = startTunnelLispd(t, l.ms, "ms", `
 roles: [map-server, map-resolver]
 listen: ["10.0.100.2"]
@@ -82,34 +78,10 @@ map-server:
     - {name: b, keys: [{id: 1, secret: "`+layeredKey+`"}], eid-prefixes: [{prefix: 10.2.0.0/24}]}
     - {name: domain, keys: [{id: 1, secret: "`+layeredKey+`"}], eid-prefixes: [{prefix: 10.77.0.0/24}]}
 `)
-	xtr := func(eid *testnet.Link, rloc *testnet.Link, nd *testnet.Node, prefix, locator string) string {
-		return fmt.Sprintf(`
-roles: [xtr]
-listen: ["0.0.0.0"]
-control: {socket: "{sock}"}
-dataplane: {eid-interfaces: [%s], rloc-interfaces: [%s]}
-map-cache: {map-resolvers: [10.0.100.2], probe-interval: 200ms, probe-misses: 3}
-xtr:
-  database-mappings: [{eid-prefix: %s, ttl: 5m, locators: [%s]}]
-  map-servers: [{address: 10.0.100.2, key-id: 1, secret: %q, proxy-reply: true}]
-`, eid.Iface(nd), rloc.Iface(nd), prefix, locator, layeredKey)
-	}
-	l.socks["xs"] = startTunnelLispd(t, l.xs, "xs", xtr(siteA, xsRA, l.xs, "10.1.0.0/24", "{address: 10.0.1.1, priority: 1, weight: 100}"))
-	l.socks["xd"] = startTunnelLispd(t, l.xd, "xd", xtr(siteB, bXD, l.xd, "10.2.0.0/24",
-		`{elp: [`+hopRA+`, {address: `+eidE+`, lookup: true}, `+hopXD+`], priority: 1, weight: 100}`))
-	rtr := func(nd *testnet.Node, links ...*testnet.Link) string {
-		var ifaces []string
-		for _, k := range links {
-			ifaces = append(ifaces, k.Iface(nd))
-		}
-		return fmt.Sprintf(`
-roles: [rtr]
-listen: ["0.0.0.0"]
-control: {socket: "{sock}"}
-dataplane: {rloc-interfaces: [%s]}
-map-cache: {map-resolvers: [10.0.100.2], probe-interval: 0s}
-`, strings.Join(ifaces, ", "))
-	}
+	l.socks["xs"] = startTunnelLispd(t, l.xs, "xs", xtrConfig(l.xs, siteA, []*testnet.Link{xsRA}, "", "10.1.0.0/24", layeredKey,
+		"[{address: 10.0.1.1, priority: 1, weight: 100}]"))
+	l.socks["xd"] = startTunnelLispd(t, l.xd, "xd", xtrConfig(l.xd, siteB, []*testnet.Link{bXD}, "", "10.2.0.0/24", layeredKey,
+		`[{elp: [`+hopRA+`, {address: `+eidE+`, lookup: true}, `+hopXD+`], priority: 1, weight: 100}]`))
 	for name, r := range map[string]struct {
 		nd    *testnet.Node
 		links []*testnet.Link
@@ -117,7 +89,7 @@ map-cache: {map-resolvers: [10.0.100.2], probe-interval: 0s}
 		"ra": {l.ra, []*testnet.Link{xsRA, raX, raX2}}, "x": {l.x, []*testnet.Link{raX, xY}},
 		"x2": {l.x2, []*testnet.Link{raX2, x2Y}}, "y": {l.y, []*testnet.Link{xY, x2Y, yB}}, "b": {l.b, []*testnet.Link{yB, bXD}},
 	} {
-		l.socks[name] = startTunnelLispd(t, r.nd, name, rtr(r.nd, r.links...))
+		l.socks[name] = startTunnelLispd(t, r.nd, name, rtrConfig(r.nd, r.links...))
 	}
 	// The second domain registers e, from the ms's node, with its ELP.
 	l.domain = newETR(t, l.ms, "10.0.100.2:0", netip.MustParseAddrPort("10.0.100.2:4342"), layeredKey)
@@ -127,6 +99,55 @@ map-cache: {map-resolvers: [10.0.100.2], probe-interval: 0s}
 		return a.XTR.MapServers[0].State == "registered" && b.XTR.MapServers[0].State == "registered"
 	})
 	return l
+}
+
+// routers forward, whichever way packets come back.
+func routers(nodes ...*testnet.Node) {
+	for _, nd := range nodes {
+		nd.EnableForwarding()
+		nd.SetSysctl("net.ipv4.conf.all.rp_filter", "0")
+		nd.SetSysctl("net.ipv4.conf.default.rp_filter", "0")
+	}
+}
+
+// xtrConfig is an xTR's lispd configuration: its site's hosts on eid,
+// its RLOCs on rlocs, more map-cache settings, its prefix registered with
+// the locators given (a YAML list) with the map-server 10.0.100.2, which
+// answers for it, with key.
+func xtrConfig(nd *testnet.Node, eid *testnet.Link, rlocs []*testnet.Link, mapCache, prefix, key, locators string) string {
+	var ifaces []string
+	for _, l := range rlocs {
+		ifaces = append(ifaces, l.Iface(nd))
+	}
+	return fmt.Sprintf(`
+roles: [xtr]
+listen: ["0.0.0.0"]
+control: {socket: "{sock}"}
+dataplane: {eid-interfaces: [%s], rloc-interfaces: [%s]}
+map-cache: {map-resolvers: [10.0.100.2], probe-interval: 200ms, probe-misses: 3%s}
+xtr:
+  database-mappings:
+    - eid-prefix: %s
+      ttl: 5m
+      locators: %s
+  map-servers: [{address: 10.0.100.2, key-id: 1, secret: %q, proxy-reply: true}]
+`, eid.Iface(nd), strings.Join(ifaces, ", "), mapCache, prefix, locators, key)
+}
+
+// rtrConfig is an RTR's lispd configuration: its RLOCs on links, the
+// map-resolver 10.0.100.2, no probing.
+func rtrConfig(nd *testnet.Node, links ...*testnet.Link) string {
+	var ifaces []string
+	for _, k := range links {
+		ifaces = append(ifaces, k.Iface(nd))
+	}
+	return fmt.Sprintf(`
+roles: [rtr]
+listen: ["0.0.0.0"]
+control: {socket: "{sock}"}
+dataplane: {rloc-interfaces: [%s]}
+map-cache: {map-resolvers: [10.0.100.2], probe-interval: 0s}
+`, strings.Join(ifaces, ", "))
 }
 
 // registerE registers e's prefix with the ELP of hops (to be used,

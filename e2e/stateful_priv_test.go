@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/amptcp/amptcp/control"
+	"github.com/amptcp/amptcp/daemon"
 	"github.com/amptcp/amptcp/internal/testenv"
 	"github.com/amptcp/amptcp/internal/testnet"
 	"github.com/amptcp/amptcp/lisp"
@@ -189,20 +190,7 @@ func TestStatefulBinding(t *testing.T) {
 	pinned := pinnedOnDistinctPaths(t, "xtrA", o.sockA, true)
 	a := tunnelStatus(t, o.sockA)
 	boundOnDistinctELPs(t, "xtrB", o.sockB, pinned, entryOf(a, "10.2.0.0/24"))
-	bytesOn := map[int]uint64{}
-	for _, sf := range a.Dataplane.Subflows {
-		bytesOn[sf.Path] = sf.Bytes
-	}
-	r1After, r2After := rtrCounters(t, o.sockR1), rtrCounters(t, o.sockR2)
-	if got := r1After["rtr_path0_bytes"] - r1["rtr_path0_bytes"]; got < bytesOn[0] || bytesOn[0] < 1<<20 {
-		t.Errorf("rtr1 forwarded %d bytes on ELP 1, its subflow sent %d", got, bytesOn[0])
-	}
-	if got := r2After["rtr_path1_bytes"] - r2["rtr_path1_bytes"]; got < bytesOn[1] || bytesOn[1] < 1<<20 {
-		t.Errorf("rtr2 forwarded %d bytes on ELP 2, its subflow sent %d", got, bytesOn[1])
-	}
-	if r1After["rtr_path1_packets"] != r1["rtr_path1_packets"] || r2After["rtr_path0_packets"] != r2["rtr_path0_packets"] {
-		t.Errorf("an RTR carried the other ELP: rtr1 %v, rtr2 %v", r1After, r2After)
-	}
+	eachRTRItsOwn(t, o, a, r1, r2)
 
 	t.Run("the requests on the wire", func(t *testing.T) {
 		time.Sleep(300 * time.Millisecond) // let tshark write the last packets
@@ -309,17 +297,29 @@ func TestStatefulDownload(t *testing.T) {
 	pinned := pinnedOnDistinctPaths(t, "xtrB", o.sockB, false)
 	b := tunnelStatus(t, o.sockB)
 	boundOnDistinctELPs(t, "xtrA", o.sockA, pinned, entryOf(b, "10.1.0.0/24"))
+	// Site a's ELPs: through rtr1 (path 0) and rtr2 (path 1).
+	eachRTRItsOwn(t, o, b, r1, r2)
+}
+
+// eachRTRItsOwn checks that rtr1 carried the subflow the ITR of st sent
+// on path 0 (its ELP) and rtr2 the one on path 1, each at least what its
+// subflow sent and none of the other's, since r1 and r2 (their
+// counters before).
+func eachRTRItsOwn(t *testing.T, o *overlay, st *daemon.Status, r1, r2 map[string]uint64) {
+	t.Helper()
 	bytesOn := map[int]uint64{}
-	for _, sf := range b.Dataplane.Subflows {
+	for _, sf := range st.Dataplane.Subflows {
 		bytesOn[sf.Path] = sf.Bytes
 	}
-	// Site a's ELPs: through rtr1 (path 0) and rtr2 (path 1).
 	r1After, r2After := rtrCounters(t, o.sockR1), rtrCounters(t, o.sockR2)
 	if got := r1After["rtr_path0_bytes"] - r1["rtr_path0_bytes"]; got < bytesOn[0] || bytesOn[0] < 1<<20 {
-		t.Errorf("rtr1 forwarded %d bytes towards site a on its ELP, its subflow sent %d", got, bytesOn[0])
+		t.Errorf("rtr1 forwarded %d bytes on ELP 1, its subflow sent %d", got, bytesOn[0])
 	}
 	if got := r2After["rtr_path1_bytes"] - r2["rtr_path1_bytes"]; got < bytesOn[1] || bytesOn[1] < 1<<20 {
-		t.Errorf("rtr2 forwarded %d bytes towards site a on its ELP, its subflow sent %d", got, bytesOn[1])
+		t.Errorf("rtr2 forwarded %d bytes on ELP 2, its subflow sent %d", got, bytesOn[1])
+	}
+	if r1After["rtr_path1_packets"] != r1["rtr_path1_packets"] || r2After["rtr_path0_packets"] != r2["rtr_path0_packets"] {
+		t.Errorf("an RTR carried the other ELP: rtr1 %v, rtr2 %v", r1After, r2After)
 	}
 }
 

@@ -95,7 +95,7 @@ func TestMapServerFailover(t *testing.T) {
 		t.Errorf("Map-Requests failed: %d -> %d: the second map-resolver should answer within the tries",
 			before.RequestsFailed, after.RequestsFailed)
 	}
-	st1 := processStatus(t, xtra)
+	st1 := lispdStatus(t, xtra)
 	if len(st1.MapResolvers) != 2 || !st1.MapResolvers[0].Down || st1.MapResolvers[1].Down {
 		t.Errorf("xtra's map-resolvers %+v, want the first down", st1.MapResolvers)
 	}
@@ -125,7 +125,7 @@ func processOf(t *testing.T, st *State, node, daemonName string) Process {
 	return Process{}
 }
 
-func processStatus(t *testing.T, p Process) *daemon.Status {
+func lispdStatus(t *testing.T, p Process) *daemon.Status {
 	t.Helper()
 	s, err := daemon.QueryStatus(p.Socket)
 	if err != nil {
@@ -136,14 +136,14 @@ func processStatus(t *testing.T, p Process) *daemon.Status {
 
 func cacheCounters(t *testing.T, p Process) daemon.TunnelCounters {
 	t.Helper()
-	return *processStatus(t, p).Counters.Tunnel
+	return *lispdStatus(t, p).Counters.Tunnel
 }
 
 // resolvedAfter is how long after start the map-cache of p held prefix,
 // by its installation time.
 func resolvedAfter(t *testing.T, p Process, prefix string, start time.Time) time.Duration {
 	t.Helper()
-	for _, e := range processStatus(t, p).MapCache {
+	for _, e := range lispdStatus(t, p).MapCache {
 		if e.EIDPrefix == prefix {
 			return e.Installed.Sub(start)
 		}

@@ -10,10 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/amptcp/amptcp/internal/netns"
 	"github.com/amptcp/amptcp/internal/testenv"
 	"github.com/amptcp/amptcp/lab/topo"
-	"github.com/amptcp/amptcp/lig"
 	"github.com/amptcp/amptcp/lisp"
 )
 
@@ -80,16 +78,6 @@ func upText(t *testing.T, text, suffix string) (*State, *topo.Plan) {
 // as its locators in order: each ELP's RTRs and its priority.
 func slotsAsked(t *testing.T, st *State, plan *topo.Plan, node, eid string) []string {
 	t.Helper()
-	var res *lig.Result
-	err := (&netns.NS{Name: st.Prefix + node}).Do(func() (err error) {
-		ms := plan.Node("ms").Interfaces[0].Address.Addr()
-		res, err = lig.Query(context.Background(), netip.MustParseAddr(eid), lig.Options{
-			Resolver: netip.AddrPortFrom(ms, lig.Port), IID: 1000, HasIID: true, Timeout: time.Second})
-		return err
-	})
-	if err != nil || len(res.Reply.Records) != 1 {
-		t.Fatalf("lig %s from %s: %v %+v", eid, node, err, res)
-	}
 	byAddr := map[netip.Addr]string{}
 	for _, n := range plan.Nodes {
 		for _, i := range n.Interfaces {
@@ -97,7 +85,7 @@ func slotsAsked(t *testing.T, st *State, plan *topo.Plan, node, eid string) []st
 		}
 	}
 	var out []string
-	for _, l := range res.Reply.Records[0].Locators {
+	for _, l := range askAs(t, st, plan, node, eid).Locators {
 		var hops []string
 		if elp, ok := l.Address.LCAF().(*lisp.ELP); ok {
 			for _, h := range elp.Hops[:len(elp.Hops)-1] {
@@ -118,7 +106,7 @@ func slotsAsked(t *testing.T, st *State, plan *topo.Plan, node, eid string) []st
 func TestTESharedRTRs(t *testing.T) {
 	st, plan := upText(t, sharedTopology, "teshared")
 	waitUntil(t, "the overlay's 7 links", 30*time.Second, func() bool {
-		return lispdStatus(t, st, "ms").TE.Edges == 7
+		return nodeStatus(t, st, "ms").TE.Edges == 7
 	})
 	time.Sleep(2 * time.Second) // a few more probes of every link
 	server := plan.Node("server").Interfaces[0].Address.Addr().String()
@@ -154,7 +142,7 @@ func TestTESharedRTRs(t *testing.T) {
 	}
 	for xtr, want := range map[string][]int{"s1": {0, 1}, "s2": {1, 2}} {
 		var paths []int
-		for _, s := range lispdStatus(t, st, xtr).Dataplane.Subflows {
+		for _, s := range nodeStatus(t, st, xtr).Dataplane.Subflows {
 			if strings.HasPrefix(s.Remote, server+":") {
 				paths = append(paths, s.Path)
 			}
@@ -165,7 +153,7 @@ func TestTESharedRTRs(t *testing.T) {
 		}
 	}
 	for r, own := range slot {
-		c := lispdStatus(t, st, r).Dataplane.Counters
+		c := nodeStatus(t, st, r).Dataplane.Counters
 		for i := range 3 {
 			n := c[fmt.Sprintf("rtr_path%d_packets", i)]
 			switch {

@@ -50,20 +50,10 @@ func upTE(t *testing.T, file, suffix string) (*State, *topo.Plan, Options) {
 	return st, plan, opts
 }
 
-// lispdStatus is what `lispd status` says of a node.
-func lispdStatus(t *testing.T, st *State, node string) *daemon.Status {
+// nodeStatus is what `lispd status` says of a node.
+func nodeStatus(t *testing.T, st *State, node string) *daemon.Status {
 	t.Helper()
-	for _, p := range st.Processes {
-		if p.Node == node && p.Daemon == "lispd" {
-			s, err := daemon.QueryStatus(p.Socket)
-			if err != nil {
-				t.Fatalf("%s: %v", node, err)
-			}
-			return s
-		}
-	}
-	t.Fatalf("no lispd on %s", node)
-	return nil
+	return lispdStatus(t, processOf(t, st, node, "lispd"))
 }
 
 func waitUntil(t *testing.T, what string, limit time.Duration, ok func() bool) {
@@ -138,7 +128,7 @@ func matrixOf(t *testing.T, st *State) map[[2]string]float64 {
 	t.Helper()
 	site := map[string]string{"a": "xs", "b": "xd"}
 	out := map[[2]string]float64{}
-	for _, l := range lispdStatus(t, st, "ms").TE.Matrix {
+	for _, l := range nodeStatus(t, st, "ms").TE.Matrix {
 		if l.Up && l.MinRTT > 0 && l.To != "" {
 			out[[2]string{cmp.Or(site[l.From], l.From), cmp.Or(site[l.To], l.To)}] = l.MinRTT
 		}
@@ -208,7 +198,7 @@ func TestTEPaperOverlay(t *testing.T) {
 		if got := elps(rec, plan); !slices.Equal(got, []string{"r1>xd", "r2>xd", "r3>xd"}) {
 			t.Fatalf("the client's site gets %v, want r1, r2, r3 by RTT", got)
 		}
-		p, ok := pairOf(lispdStatus(t, st, "ms").TE, "a", "b")
+		p, ok := pairOf(nodeStatus(t, st, "ms").TE, "a", "b")
 		if !ok || len(p.ELPs) != 3 || !slices.ContainsFunc(p.Excluded, func(x string) bool { return strings.HasPrefix(x, "a > r4 > b: rule 1") }) {
 			t.Errorf("pair a -> b: %+v", p)
 		}
@@ -223,7 +213,7 @@ func TestTEPaperOverlay(t *testing.T) {
 			t.Fatal(err)
 		}
 		byConn := map[uint64][]int{}
-		for _, s := range lispdStatus(t, st, "xs").Dataplane.Subflows {
+		for _, s := range nodeStatus(t, st, "xs").Dataplane.Subflows {
 			if s.Remote == "10.2.0.2:5201" {
 				byConn[s.Connection] = append(byConn[s.Connection], s.Path)
 			}
@@ -238,18 +228,18 @@ func TestTEPaperOverlay(t *testing.T) {
 			}
 		}
 		for _, r := range []string{"r1", "r2", "r3"} {
-			if n := lispdStatus(t, st, r).Dataplane.Counters["rtr_reencapsulated"]; n < 100 {
+			if n := nodeStatus(t, st, r).Dataplane.Counters["rtr_reencapsulated"]; n < 100 {
 				t.Errorf("%s re-encapsulated %d packets", r, n)
 			}
 		}
-		if n := lispdStatus(t, st, "r4").Dataplane.Counters["rtr_reencapsulated"]; n != 0 {
+		if n := nodeStatus(t, st, "r4").Dataplane.Counters["rtr_reencapsulated"]; n != 0 {
 			t.Errorf("r4, on no ELP, re-encapsulated %d packets", n)
 		}
 	})
 
 	t.Run("a failed RTR", func(t *testing.T) {
 		client, server := st.Prefix+"client", st.Prefix+"server"
-		before := lispdStatus(t, st, "xs").Dataplane.Counters["subflow_rebound"]
+		before := nodeStatus(t, st, "xs").Dataplane.Counters["subflow_rebound"]
 		done := make(chan error, 1)
 		go func() { done <- transfer(client, server, "10.2.0.2:5201", 48<<20, true) }()
 		time.Sleep(2 * time.Second)
@@ -264,21 +254,21 @@ func TestTEPaperOverlay(t *testing.T) {
 		// 3 probes of 200 ms go unanswered, then the ITR moves the
 		// subflow: well under a second; 10 times that is the bound.
 		waitUntil(t, "the subflow on r2 to move", 10*time.Second, func() bool {
-			return lispdStatus(t, st, "xs").Dataplane.Counters["subflow_rebound"] > before
+			return nodeStatus(t, st, "xs").Dataplane.Counters["subflow_rebound"] > before
 		})
 		t.Logf("the subflow moved %s after r2 failed", time.Since(failed).Round(10*time.Millisecond))
 		if err := <-done; err != nil {
 			t.Errorf("the transfer across the failure: %v", err)
 		}
 		waitUntil(t, "the set without r2", 10*time.Second, func() bool {
-			p, _ := pairOf(lispdStatus(t, st, "ms").TE, "a", "b")
+			p, _ := pairOf(nodeStatus(t, st, "ms").TE, "a", "b")
 			if p.Changes != 2 {
 				t.Logf("pair a -> b: %+v", p)
 			}
 			return p.Changes == 2
 		})
 		time.Sleep(5 * time.Second) // 10 collections, a computation
-		p, _ := pairOf(lispdStatus(t, st, "ms").TE, "a", "b")
+		p, _ := pairOf(nodeStatus(t, st, "ms").TE, "a", "b")
 		if p.Changes != 2 || !strings.Contains(p.Reason, "r2") || len(p.ELPs) != 2 {
 			t.Errorf("pair a -> b after r2 failed: %+v", p)
 		}
@@ -295,7 +285,7 @@ func TestTEPaperOverlay(t *testing.T) {
 func TestTEDisjoint(t *testing.T) {
 	st, plan, _ := upTE(t, "te-disjoint-topology.yaml", "tedisj")
 	waitUntil(t, "the overlay's 7 links", 30*time.Second, func() bool {
-		return lispdStatus(t, st, "ms").TE.Edges == 7
+		return nodeStatus(t, st, "ms").TE.Edges == 7
 	})
 	time.Sleep(2 * time.Second) // a few more probes of every link
 	// The two ELPs cost the same: either may come first.
@@ -304,7 +294,7 @@ func TestTEDisjoint(t *testing.T) {
 	if slices.Sort(got); !slices.Equal(got, []string{"r1>r4>xd", "r2>r3>xd"}) {
 		t.Fatalf("the client's site gets %v, want r2>r3>xd and r1>r4>xd", got)
 	}
-	p, _ := pairOf(lispdStatus(t, st, "ms").TE, "a", "b")
+	p, _ := pairOf(nodeStatus(t, st, "ms").TE, "a", "b")
 	if !slices.Contains(p.Excluded, "a > r1 > r3 > b: not in the best set") {
 		t.Errorf("pair a -> b: %+v", p)
 	}
@@ -326,7 +316,7 @@ func TestTEDisjoint(t *testing.T) {
 		t.Fatalf("the ELPs' RTRs: %v", slot)
 	}
 	for r, own := range slot {
-		c := lispdStatus(t, st, r).Dataplane.Counters
+		c := nodeStatus(t, st, r).Dataplane.Counters
 		if c["rtr_ambiguous"] != 0 {
 			t.Errorf("%s found %d packets ambiguous", r, c["rtr_ambiguous"])
 		}
