@@ -23,7 +23,12 @@ import (
 func (e *Engine) Engineer(q resolver.Question) (lisp.MapRecord, bool) {
 	t, p := e.ask(q)
 	if t == nil {
-		return lisp.MapRecord{}, false
+		// A prefix registered since the role last read the
+		// registrations, a moment ago: its ITR is solicited once the
+		// role knows it, and asks again no later than the role's TTL.
+		rec := q.Answer.Record
+		rec.TTL = min(rec.TTL, uint32(e.cfg.TTL.Minutes()))
+		return rec, true
 	}
 	e.mu.Lock()
 	d := e.dest(t.name)
@@ -67,10 +72,17 @@ func (e *Engine) ask(q resolver.Question) (*node, *pair) {
 		e.mu.Lock()
 		t = e.byEID[q.Answer.EID]
 	}
+	src := e.requester(q.Request, q.From)
 	if t == nil {
+		if at, ok := control.ReplyAddr(q.Request.ITRRLOCs, q.From.Addr()); ok && len(e.unknown) < maxUnknown {
+			u := unknownAsk{seen: now}
+			if src != nil {
+				u.src = src.name
+			}
+			e.unknown[asker{at.Unmap(), q.Answer.EID}] = u
+		}
 		return nil, nil
 	}
-	src := e.requester(q.Request, q.From)
 	var p *pair
 	if src != nil && src.role == "xtr" && src != t {
 		k := pairKey{src.name, t.name}
@@ -149,3 +161,39 @@ func elpAddress(hops []netip.Addr) lisp.Address {
 // relearn is how often a Map-Request for a prefix the role does not know
 // may have it look at the registrations again.
 const relearn = 100 * time.Millisecond
+
+// maxUnknown bounds the routers remembered for prefixes the role does
+// not know yet.
+const maxUnknown = 4096
+
+// unknownAsk is a request for a prefix the role did not know: when, and
+// the node it came from, if the role knew that.
+type unknownAsk struct {
+	src  string
+	seen time.Time
+}
+
+// adoptUnknown takes in the requests for prefixes the role did not know,
+// once it knows them: their routers become askers of the destination,
+// solicited when its ELPs come, and a source xTR's pair is made, to be
+// computed at the next reading. Those it still does not know after three
+// TTLs are forgotten. The caller holds the lock.
+func (e *Engine) adoptUnknown(now time.Time) {
+	for a, u := range e.unknown {
+		t := e.byEID[a.eid]
+		if t == nil {
+			if now.Sub(u.seen) > 3*e.cfg.TTL.Duration {
+				delete(e.unknown, a)
+			}
+			continue
+		}
+		delete(e.unknown, a)
+		e.dest(t.name).askers[a] = u.seen
+		if src := e.nodes[u.src]; src != nil && src.role == "xtr" && src != t {
+			k := pairKey{src.name, t.name}
+			if e.pairs[k] == nil {
+				e.pairs[k] = &pair{key: k, tracker: te.NewTracker(e.hyst), lastAsked: u.seen}
+			}
+		}
+	}
+}

@@ -70,6 +70,7 @@ type Engine struct {
 	snap    *snapshot             // the graph of the latest RTTs
 	pairs   map[pairKey]*pair
 	dests   map[string]*dest
+	unknown map[asker]unknownAsk // requests for prefixes the role did not know
 	counter counters
 }
 
@@ -97,6 +98,7 @@ func New(cfg *config.TE, opts Options) *Engine {
 		sites:      mapping.NewTable[*node](),
 		pairs:      map[pairKey]*pair{},
 		dests:      map[string]*dest{},
+		unknown:    map[asker]unknownAsk{},
 	}
 	if e.fetch == nil {
 		client := &http.Client{Timeout: min(cfg.CollectInterval.Duration, 2*time.Second)}
