@@ -23,8 +23,8 @@ import (
 // binding, answers with that ELP alone, and answers an RTR that asks the
 // same. An RTR asking for a subflow that is not bound gets nothing (only
 // the ITR binds). A binding ends with its subflow, as the ETR's own
-// subflow table sees it (RST, FIN and a linger, idle), or when nobody
-// asked for it for its TTL.
+// subflow table sees it (RST, FIN and a linger, idle), or, without the
+// table, when nobody asked for it for its TTL.
 //
 // The connection of a subflow is the one the ETR's subflow table joined
 // it to (MP_JOIN tokens). The request may come before the subflow's SYN
@@ -34,6 +34,8 @@ import (
 
 // Binding lifetimes.
 const (
+	// bindingTTL is the TTL of a binding's answer, and how long a
+	// binding lasts without a subflow table when nobody asks for it.
 	bindingTTL = 10 * time.Minute
 	// synWait is how long a request waits for its subflow's SYN.
 	synWait = 250 * time.Millisecond
@@ -251,25 +253,23 @@ func (x *XTR) sendRecord(rec lisp.MapRecord, nonce uint64, to netip.AddrPort, ou
 }
 
 // sweepBindings ends the bindings whose subflow the ETR's subflow table
-// had and no longer has, never had for unseenTTL, or that nobody asked
-// for in bindingTTL. The caller holds the lock.
+// had and no longer has, or never had for unseenTTL; without the table,
+// those nobody asked for in bindingTTL. The caller holds the lock.
 func (x *XTR) sweepBindings(now time.Time) {
 	for f, b := range x.bindings {
 		sf, ok, err := x.subflowOf(f)
 		switch {
-		case err == nil && ok:
-			b.seen, b.session = true, cmp.Or(sf.Connection, b.session)
-			if now.Sub(b.asked) < bindingTTL {
-				continue
+		case err != nil:
+			if now.Sub(b.asked) >= bindingTTL {
+				delete(x.bindings, f)
+				x.counter.expired.Add(1)
 			}
-		case err == nil && b.seen:
+		case ok:
+			b.seen, b.session = true, cmp.Or(sf.Connection, b.session)
+		case b.seen:
 			delete(x.bindings, f)
 			x.counter.ended.Add(1)
-			continue
-		case now.Sub(b.bound) < unseenTTL && now.Sub(b.asked) < bindingTTL:
-			continue
-		}
-		if now.Sub(b.asked) >= bindingTTL || !b.seen {
+		case now.Sub(b.bound) >= unseenTTL:
 			delete(x.bindings, f)
 			x.counter.expired.Add(1)
 		}
