@@ -545,3 +545,34 @@ func TestSetStatic(t *testing.T) {
 		t.Errorf("removing the static entries: %d, left %+v", n, h.dp.entries)
 	}
 }
+
+// An SMR for an EID whose Map-Request is in flight (the te role's, say,
+// racing its own answer) is not lost: the reply is installed, then the
+// mapping asked for again.
+func TestSMRWhileInFlight(t *testing.T) {
+	h := newHarness(t, oneResolver)
+	h.c.Miss(dataplane.Miss{EID: netip.MustParseAddr("10.1.2.3")})
+	_, _, req := h.request(t)
+	smr := &lisp.MapRequest{SMR: true, Nonce: 7, SourceEID: lisp.MustParseAddress("10.1.0.0"),
+		ITRRLOCs: []lisp.Address{lisp.MustParseAddress("192.0.2.1")},
+		Records:  []lisp.RequestRecord{{EID: lisp.MustParseAddress("10.1.0.0"), MaskLen: 16}}}
+	h.c.HandleSMR(smr, etrAddr)
+	if out := h.net.take(); len(out) != 0 {
+		t.Fatalf("an SMR before the reply sent %d datagrams", len(out))
+	}
+	h.c.HandleReply(&lisp.MapReply{Nonce: req.Nonce, Records: []lisp.MapRecord{
+		record("10.1.0.0/16", 60, locator(lisp.MustParseAddress("192.0.2.1"), 1, 1))}}, etrAddr)
+	h.c.Tick()
+	_, _, again := h.request(t)
+	if !again.SMRInvoked || again.Records[0].MaskLen != 16 {
+		t.Errorf("after the reply: %s, want an SMR-invoked request for the prefix", again)
+	}
+	if c := h.c.Counters(); c.SMRInFlight != 1 || c.SMRIgnored != 0 {
+		t.Errorf("counters %+v", c)
+	}
+	// An SMR for nothing cached nor asked is still ignored.
+	h.c.HandleSMR(&lisp.MapRequest{SMR: true, SourceEID: lisp.MustParseAddress("10.200.0.1"), ITRRLOCs: smr.ITRRLOCs}, etrAddr)
+	if c := h.c.Counters(); c.SMRIgnored != 1 {
+		t.Errorf("counters %+v", c)
+	}
+}

@@ -49,6 +49,9 @@ func (c *Cache) HandleReply(reply *lisp.MapReply, src netip.AddrPort) {
 		if reason == Installed || reason == NotCached {
 			replaced = replaced || key == r.eid
 		}
+		if reason == Installed && r.stale {
+			c.smrDue[key] = true // the SMR that came meanwhile, from Tick
+		}
 		if reason != Installed && reason != NotCached {
 			c.log.Debug("Map-Reply record refused", "from", src, "eid", reply.Records[i].EID,
 				"mask_len", reply.Records[i].MaskLen, "reason", reason.String())

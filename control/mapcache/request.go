@@ -20,6 +20,7 @@ type request struct {
 	dpFlow   dataplane.Flow // the same, as the data plane names it
 	smr      bool           // SMR-invoked (the bit on the wire)
 	replace  bool           // its reply replaces the entry for eid: SMR-invoked, or an adopted entry's refresh
+	stale    bool           // an SMR came while it was in flight: ask again once answered
 	tries    []try
 	deadline time.Time
 }

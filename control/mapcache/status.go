@@ -54,6 +54,7 @@ type counters struct {
 	replies, unsolicited, unusableLocators   atomic.Uint64
 	records                                  [numReasons]atomic.Uint64
 	smrs, smrIgnored, smrLimited, smrInvoked atomic.Uint64
+	smrInFlight                              atomic.Uint64
 	expired, evicted, full, reinstalled      atomic.Uint64
 	unexpanded, loops, reexpanded            atomic.Uint64
 	flowEvents, flowRequests, flowPinned     atomic.Uint64
@@ -82,8 +83,9 @@ type Counters struct {
 	// SMRs counts the Solicit-Map-Requests received; of them, Ignored
 	// those for no cached entry, Limited those within a second of the
 	// last one for the entry (whose refresh waits for the second to end);
-	// SMRInvoked the Map-Requests sent for them.
-	SMRs, SMRIgnored, SMRLimited, SMRInvoked uint64
+	// SMRInvoked the Map-Requests sent for them; SMRInFlight those for
+	// an EID being asked for, asked again once answered.
+	SMRs, SMRIgnored, SMRLimited, SMRInvoked, SMRInFlight uint64
 	// Expired and Evicted entries (the latter for room); Full the entries
 	// refused with the cache full of local prefixes; Reinstalled the
 	// entries installed again when probing changed a path's state.
@@ -117,7 +119,7 @@ func (c *Cache) Counters() Counters {
 		SendErrors: k.sendErrors.Load(), Replies: k.replies.Load(), Unsolicited: k.unsolicited.Load(),
 		UnusableLocators: k.unusableLocators.Load(),
 		SMRs:             k.smrs.Load(), SMRIgnored: k.smrIgnored.Load(), SMRLimited: k.smrLimited.Load(),
-		SMRInvoked: k.smrInvoked.Load(), Expired: k.expired.Load(), Evicted: k.evicted.Load(),
+		SMRInvoked: k.smrInvoked.Load(), SMRInFlight: k.smrInFlight.Load(), Expired: k.expired.Load(), Evicted: k.evicted.Load(),
 		Full: k.full.Load(), Reinstalled: k.reinstalled.Load(),
 		PutErrors: k.putErrors.Load(), DeleteErrors: k.deleteErrors.Load(), Adopted: k.adopted.Load(),
 		Unexpanded: k.unexpanded.Load(), Loops: k.loops.Load(), Reexpanded: k.reexpanded.Load(),
