@@ -41,8 +41,11 @@ type Dataplane struct {
 	// source-selection port-sum: an IPv4 or IPv6 address each.
 	RLOCGateways map[string]string `yaml:"rloc-gateways"`
 	// MPTCPSubflows "bind" gives each MPTCP subflow of a connection its own
-	// path and keeps it there ([LISP-TE] §IV, stateless); "off" treats
-	// them as any flow.
+	// path and keeps it there ([LISP-TE] §IV.B, stateless: the ITR
+	// chooses); "bind-stateful" has the destination's ETR choose each
+	// subflow's ELP ([LISP-TE] §IV.A): the ITR asks it with an
+	// Application Data Map-Request per new subflow, and the ETR answers
+	// those of its own site; "off" treats them as any flow.
 	MPTCPSubflows string `yaml:"mptcp-subflows"`
 	// PathID is how an RTR learns which ELP a packet follows:
 	// "data-header" (the ITR writes the path's index into the LISP header)
@@ -87,6 +90,10 @@ type Dataplane struct {
 	KeepOnExit bool `yaml:"keep-on-exit"`
 }
 
+// Stateful says whether the destinations' ETRs bind subflows to ELPs
+// (mptcp-subflows bind-stateful).
+func (dp *Dataplane) Stateful() bool { return dp.MPTCPSubflows == "bind-stateful" }
+
 // MapCache configures how tunnel routers resolve and keep mappings.
 type MapCache struct {
 	// MapResolvers receive the Encapsulated Map-Requests, tried in turn.
@@ -114,6 +121,13 @@ type MapCache struct {
 	// router's neighbours in the overlay, whose RTTs make its row of the
 	// RTT matrix that the te role reads (docs/te.md).
 	ProbePeers []string `yaml:"probe-peers"`
+	// ELPBits says what the P and S bits of an Explicit Locator Path's
+	// hops do: "all-strict" (the default) probes every hop and takes the
+	// path down when one is down, whatever the bits; "as-sent" follows
+	// them (RFC 8060): only hops with the P bit are probed, and a hop
+	// found down without the S bit is gone around (the path goes on
+	// from the hop before it to the hop after).
+	ELPBits string `yaml:"elp-bits"`
 	// Static are entries given here rather than resolved: they never
 	// expire and Map-Replies do not replace them; a reload (SIGHUP)
 	// applies their changes.
@@ -234,6 +248,7 @@ const (
 	DefaultPathSelection      = "hash"
 	DefaultSourceSelection    = "routing"
 	DefaultMPTCPSubflows      = "bind"
+	DefaultELPBits            = "all-strict"
 	DefaultPathID             = "data-header"
 	DefaultMiss               = "hold"
 	DefaultSubflowIdleTimeout = 10 * time.Minute
@@ -288,6 +303,7 @@ func (c *Config) tunnelDefaults() {
 		if mc.ProbeMisses == 0 {
 			mc.ProbeMisses = DefaultProbeMisses
 		}
+		setString(&mc.ELPBits, DefaultELPBits)
 		if mc.ProbeInterval == nil { // 0 is "off", so only a missing value gets the default
 			mc.ProbeInterval = &Duration{DefaultProbeInterval}
 		}
@@ -336,6 +352,14 @@ func (c *Config) validateTunnel(ck *checker) {
 	}
 	if x := c.XTR; x != nil && xtr {
 		x.validate(ck)
+		if c.Dataplane != nil && c.Dataplane.MPTCPSubflows == "bind-stateful" {
+			for i, ms := range x.MapServers {
+				if ms.ProxyReply {
+					ck.add(fmt.Sprintf("xtr.map-servers[%d].proxy-reply", i),
+						"true with mptcp-subflows bind-stateful: the ETR chooses each subflow's ELP, so the map-server must forward the Map-Requests to it (proxy-reply: false)")
+				}
+			}
+		}
 		if x.Join != nil && c.MapCache != nil && c.MapCache.ProbeInterval.Duration == 0 {
 			ck.add("xtr.join", "set, but probing is off (map-cache.probe-interval 0): the join chooses RTRs by their RTT")
 		}
@@ -389,7 +413,7 @@ func (dp *Dataplane) validate(ck *checker, xtr bool) {
 			}
 		}
 	}
-	oneOf(ck, "dataplane.mptcp-subflows", dp.MPTCPSubflows, "bind", "off")
+	oneOf(ck, "dataplane.mptcp-subflows", dp.MPTCPSubflows, "bind", "bind-stateful", "off")
 	oneOf(ck, "dataplane.path-id", dp.PathID, "data-header", "previous-hop")
 	oneOf(ck, "dataplane.miss", dp.Miss, "hold", "drop", "native-forward")
 	if dp.SubflowIdleTimeout.Duration < time.Second {
@@ -465,6 +489,7 @@ func (mc *MapCache) validate(ck *checker) {
 	if mc.HoldPerEID < 1 || mc.HoldPerEID > mc.HoldTotal {
 		ck.add("map-cache.hold-per-eid", "%d is not between 1 and hold-total (%d)", mc.HoldPerEID, mc.HoldTotal)
 	}
+	oneOf(ck, "map-cache.elp-bits", mc.ELPBits, "all-strict", "as-sent")
 	seen := map[string]string{}
 	for i, st := range mc.Static {
 		path := fmt.Sprintf("map-cache.static[%d]", i)

@@ -155,6 +155,35 @@ map-cache:
 	}
 }
 
+// stateful is an xTR that binds subflows statefully, with more of its
+// map-server's settings.
+func stateful(ms string) string {
+	return `
+roles: [xtr]
+dataplane: {eid-interfaces: [e1], rloc-interfaces: [e0], mptcp-subflows: bind-stateful}
+map-cache: {map-resolvers: [192.0.2.1], elp-bits: as-sent}
+xtr:
+  database-mappings: [{eid-prefix: 10.1.0.0/16, locators: [{address: 192.0.2.9}]}]
+  map-servers: [{address: 192.0.2.1, secret: s, ` + ms + `}]
+`
+}
+
+// A stateful xTR's map-servers forward the Map-Requests to its ETR,
+// which chooses each subflow's ELP.
+func TestStatefulXTR(t *testing.T) {
+	c, err := Parse([]byte(stateful("proxy-reply: false")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Dataplane.Stateful() || c.MapCache.ELPBits != "as-sent" {
+		t.Errorf("dataplane %+v, map-cache %+v", c.Dataplane, c.MapCache)
+	}
+	c, err = Parse([]byte(rtrExample))
+	if err != nil || c.Dataplane.Stateful() || c.MapCache.ELPBits != "all-strict" {
+		t.Errorf("rtr example: %v, %+v %+v", err, c.Dataplane, c.MapCache)
+	}
+}
+
 func TestTunnelErrors(t *testing.T) {
 	_, err := Parse([]byte(`
 roles: [xtr]
@@ -218,6 +247,9 @@ xtr:
 		"roles: [map-server]\nmap-server: {sites: [{name: a, keys: [{secret: s}], eid-prefixes: [{prefix: 10.0.0.0/8}]}]}\nmap-cache: {}\n":    "map-cache: set, but neither the xtr nor the rtr role is in roles",
 		"roles: [xtr]\ndataplane: {eid-interfaces: [e1], rloc-interfaces: [e0]}\nmap-cache: {map-resolvers: [192.0.2.1]}\n":                    "xtr: missing",
 		"roles: [xtr]\ndataplane: {eid-interfaces: [e1], rloc-interfaces: [e0]}\nmap-cache: {map-resolvers: [192.0.2.1]}\nxtr: {site-id: 3}\n": "xtr.site-id: set without xtr-id",
+		"roles: [rtr]\ndataplane: {rloc-interfaces: [e0]}\nmap-cache: {map-resolvers: [192.0.2.1], elp-bits: some}\n":                          `map-cache.elp-bits: "some" is not one of [all-strict as-sent]`,
+		"roles: [rtr]\ndataplane: {rloc-interfaces: [e0], mptcp-subflows: stateful}\nmap-cache: {map-resolvers: [192.0.2.1]}\n":                `dataplane.mptcp-subflows: "stateful" is not one of [bind bind-stateful off]`,
+		stateful("proxy-reply: true"): "xtr.map-servers[0].proxy-reply: true with mptcp-subflows bind-stateful",
 	} {
 		if _, err := Parse([]byte(yaml)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: error %v, want %q", yaml, err, want)

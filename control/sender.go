@@ -54,13 +54,11 @@ func ReplyAddr(itrRLOCs []lisp.Address, from netip.Addr) (netip.Addr, bool) {
 }
 
 // EIDOf reads the instance ID and IP address of an EID as Map-Requests
-// carry it: a plain address, or one in an Instance-ID LCAF.
+// carry it: a plain address, or one in an Instance-ID LCAF; the
+// destination of a stateful request's flow (FlowOf) too.
 func EIDOf(a lisp.Address) (iid uint32, eid netip.Addr, ok bool) {
-	if l, isIID := a.LCAF().(*lisp.InstanceID); isIID {
-		iid, a = l.IID, l.Address
-	}
-	ip := a.IP()
-	return iid, ip, ip.IsValid()
+	iid, _, eid, ok = unwrap(a)
+	return iid, eid, ok
 }
 
 // EIDAddress is the wire form of an EID: in an Instance-ID LCAF when iid

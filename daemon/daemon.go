@@ -23,6 +23,8 @@ import (
 	"github.com/amptcp/amptcp/control/resolver"
 	"github.com/amptcp/amptcp/control/xtr"
 	"github.com/amptcp/amptcp/internal/ctlsock"
+	"github.com/amptcp/amptcp/lisp"
+	"github.com/amptcp/amptcp/mapping"
 )
 
 // Daemon is a running lispd.
@@ -83,6 +85,8 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Daemon, error) 
 		opts := pce.Options{Sender: control.SenderFunc(d.send), LocalRLOCs: d.localRLOCs, Fetch: o.teFetch, Log: log}
 		if d.ms != nil {
 			opts.Registrations = d.ms.Registered
+			send := control.SenderFunc(d.send)
+			opts.Push = func(eid mapping.EID, records []lisp.MapRecord) int { return d.ms.Push(eid, records, send) }
 		}
 		d.te = pce.New(cfg.TE, opts)
 		if d.mr != nil {

@@ -33,6 +33,12 @@ type Dataplane interface {
 	LocalRLOCs() []netip.Addr
 	Subflows() ([]dataplane.Subflow, error)
 	Counters() (dataplane.Counters, error)
+	// SubflowEvents, Pin and Subflow are the data plane's side of
+	// stateful binding (mptcp-subflows bind-stateful): the subflows to
+	// ask the paths of, where to put them, and the ETR's subflow table.
+	SubflowEvents() <-chan dataplane.SubflowEvent
+	Pin(f dataplane.Flow, path int) error
+	Subflow(f dataplane.Flow) (dataplane.Subflow, bool, error)
 	// Stored lists the map-cache entries the data plane held when it
 	// started (adopted from the lispd before); Adoption says what it
 	// took over; Pinning where it is kept across restarts.
@@ -117,8 +123,10 @@ func (d *Daemon) newTunnel(cfg *config.Config, newDP DataplaneFunc) (*tunnel, er
 	t := &tunnel{dp: dp, peers: peerTargets(cfg)}
 	send := control.SenderFunc(d.send)
 	rlocs := d.localRLOCs
+	stateful := cfg.Dataplane.Stateful()
 	if t.xtr, err = xtr.New(cfg.XTR, xtr.Options{
 		InstanceID: cfg.Dataplane.InstanceID, Sender: send, LocalRLOCs: rlocs, Log: d.log,
+		Stateful: stateful, Subflow: dp.Subflow,
 	}); err != nil {
 		t.dp.Close()
 		return nil, err
@@ -126,6 +134,12 @@ func (d *Daemon) newTunnel(cfg *config.Config, newDP DataplaneFunc) (*tunnel, er
 	cacheOpts := mapcache.Options{Forwarder: dp, Sender: send, LocalRLOCs: rlocs, Port: d.port(), Log: d.log}
 	if cfg.Dataplane.Miss == "hold" {
 		cacheOpts.Release = dp.Release
+	}
+	if cfg.XTR != nil {
+		cacheOpts.SiteEIDs = t.xtr.LocalPrefixes
+	}
+	if stateful {
+		cacheOpts.Pinner = dp
 	}
 	if iv := cfg.MapCache.ProbeInterval.Duration; iv > 0 {
 		// The prober and the map-cache know of each other through
@@ -198,12 +212,30 @@ func peerTargets(cfg *config.Config) []probe.Target {
 // run starts the roles' loops; they return when ctx is done.
 func (t *tunnel) run(ctx context.Context, wg *sync.WaitGroup) {
 	wg.Go(func() { t.cache.Run(ctx, t.dp.Misses(), t.dp.Held()) })
+	wg.Go(func() { t.askSubflows(ctx) })
 	wg.Go(func() { t.xtr.Run(ctx) })
 	if t.prober != nil {
 		wg.Go(func() { t.prober.Run(ctx) })
 	}
 	if t.join != nil {
 		wg.Go(func() { t.joinLoop(ctx) })
+	}
+}
+
+// askSubflows has the map-cache ask for the path of each subflow the
+// data plane reports (only with mptcp-subflows bind-stateful).
+func (t *tunnel) askSubflows(ctx context.Context) {
+	events := t.dp.SubflowEvents()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev, ok := <-events:
+			if !ok {
+				return
+			}
+			t.cache.Subflow(ev)
+		}
 	}
 }
 

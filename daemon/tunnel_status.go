@@ -19,6 +19,11 @@ type TunnelCounters struct {
 	RegisterFailures uint64            `json:"register_failures"`
 	RequestsAnswered map[string]uint64 `json:"map_requests_received"`
 	SMRsSent         uint64            `json:"smrs_sent"`
+	// Stateful binding at the ETR, by event (bound, waited for the SYN,
+	// ended with the subflow, expired, RTR asking for a subflow not
+	// bound), and the bindings now.
+	Bindings    map[string]uint64 `json:"bindings"`
+	BindingsNow int               `json:"bindings_now"`
 	// The map-cache: misses from the data plane, Map-Requests sent (tries
 	// included) and those that had no reply, Map-Replies by result
 	// ("accepted", "unsolicited"), their records by what became of them,
@@ -36,6 +41,11 @@ type TunnelCounters struct {
 	// what became of them ("held" counts them all), and held now.
 	Held    map[string]uint64 `json:"held_packets"`
 	HeldNow int               `json:"held_packets_now"`
+	// Stateful binding at the ITR, by event: subflows reported, asked
+	// for, pinned to the ETR's choice, left unbound. Multi-layer paths:
+	// installations not expanded, loops refused, entries expanded again.
+	StatefulSubflows map[string]uint64 `json:"stateful_subflows"`
+	Expansions       map[string]uint64 `json:"expansions"`
 	// RLOC probing: probes sent, answered, missed, replies that matched
 	// no probe; and each probed locator's state and smoothed RTT.
 	ProbesSent      uint64         `json:"probes_sent"`
@@ -73,6 +83,12 @@ func (t *tunnel) counters() *TunnelCounters {
 			"dropped-negative": mc.Hold.Negative, "dropped-unresolved": mc.Hold.Unresolved,
 			"release-errors": mc.Hold.ReleaseErrors},
 		HeldNow: mc.Hold.Now,
+		Bindings: map[string]uint64{"bound": x.Bound, "waited": x.Waited, "ended": x.Ended, "expired": x.Expired,
+			"rtr_unbound": x.RTRUnbound},
+		BindingsNow: x.Bindings,
+		StatefulSubflows: map[string]uint64{"reported": mc.FlowEvents, "asked": mc.FlowRequests, "pinned": mc.FlowPinned,
+			"unbound": mc.FlowUnbound},
+		Expansions: map[string]uint64{"unexpanded": mc.Unexpanded, "loop": mc.Loops, "reexpanded": mc.Reexpanded},
 	}
 	for _, r := range xtr.NotifyResults() {
 		c.MapNotifies[r.String()] = x.Notifies[r]
@@ -119,6 +135,8 @@ type SubflowStatus struct {
 	Path       int       `json:"path"`
 	Initiator  bool      `json:"initiator"`
 	Closing    bool      `json:"closing"`
+	Asked      bool      `json:"asked,omitempty"`
+	Pinned     bool      `json:"pinned,omitempty"`
 	Packets    uint64    `json:"packets"`
 	Bytes      uint64    `json:"bytes"`
 	LastSeen   time.Time `json:"last_seen"`
@@ -139,6 +157,7 @@ func (t *tunnel) dataplaneStatus() *DataplaneStatus {
 			st.Subflows = append(st.Subflows, SubflowStatus{
 				InstanceID: s.InstanceID, Local: s.Local.String(), Remote: s.Remote.String(),
 				Connection: s.Connection, Path: s.Path, Initiator: s.Initiator, Closing: s.Closing,
+				Asked: s.Asked, Pinned: s.Pinned,
 				Packets: s.Packets, Bytes: s.Bytes, LastSeen: s.LastSeen,
 			})
 		}

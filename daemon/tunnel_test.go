@@ -109,6 +109,12 @@ func (f *fakeDP) Subflows() ([]dataplane.Subflow, error) {
 		Connection: 0xabc, Path: 1, Packets: 10, Bytes: 14000}}, nil
 }
 
+func (f *fakeDP) SubflowEvents() <-chan dataplane.SubflowEvent { return nil }
+func (f *fakeDP) Pin(dataplane.Flow, int) error                { return nil }
+func (f *fakeDP) Subflow(dataplane.Flow) (dataplane.Subflow, bool, error) {
+	return dataplane.Subflow{}, false, nil
+}
+
 func (f *fakeDP) Counters() (dataplane.Counters, error) {
 	return dataplane.Counters{"itr_encapsulated": 42}, nil
 }

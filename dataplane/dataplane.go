@@ -52,15 +52,17 @@ type Dataplane struct {
 	adoption  *Adoption         // nil when there was nothing to adopt
 	stored    []StoredEntry     // the map-cache entries found at start
 
-	misses   chan Miss
-	hold     *holdDevice // the ITR's, nil unless miss: hold
-	holdRTR  *holdDevice // the RTR's
-	held     chan Held
-	reader   *ringbuf.Reader
-	stop     chan struct{}
-	wg       sync.WaitGroup
-	closeErr error
-	once     sync.Once
+	misses      chan Miss
+	hold        *holdDevice // the ITR's, nil unless miss: hold
+	holdRTR     *holdDevice // the RTR's
+	held        chan Held
+	reader      *ringbuf.Reader
+	events      chan SubflowEvent
+	eventReader *ringbuf.Reader
+	stop        chan struct{}
+	wg          sync.WaitGroup
+	closeErr    error
+	once        sync.Once
 }
 
 // objects are the programs and maps as loaded, and the global data that
@@ -107,7 +109,8 @@ func New(cfg *config.Dataplane, opts Options) (*Dataplane, error) {
 	if err := setGateways(egress, cfg.RLOCInterfaces, cfg.RLOCGateways); err != nil {
 		return nil, err
 	}
-	d := &Dataplane{cfg: cfg, log: opts.Log, misses: make(chan Miss, 1024), held: make(chan Held, heldQueue), stop: make(chan struct{})}
+	d := &Dataplane{cfg: cfg, log: opts.Log, misses: make(chan Miss, 1024), held: make(chan Held, heldQueue),
+		events: make(chan SubflowEvent, 1024), stop: make(chan struct{})}
 	if cfg.Miss == "hold" && len(eids) > 0 {
 		if d.hold, err = openHoldDevice(cfg.InstanceID, false); err != nil {
 			return nil, err
@@ -184,6 +187,11 @@ func New(cfg *config.Dataplane, opts Options) (*Dataplane, error) {
 			})
 		}
 	}
+	if d.eventReader, err = ringbuf.NewReader(d.objs.SubflowEvents); err != nil {
+		d.abort()
+		return nil, fmt.Errorf("dataplane: read subflow events: %w", err)
+	}
+	d.wg.Go(d.readEvents)
 	d.wg.Go(func() { d.sweepEvery(cfg.SubflowIdleTimeout.Duration) })
 	d.log.Info("data plane attached", "eid_interfaces", cfg.EIDInterfaces, "rloc_interfaces", cfg.RLOCInterfaces,
 		"rlocs", d.rlocs, "complete_checksums", cfg.CompleteChecksums, "xdp_interfaces", cfg.XDPInterfaces)
@@ -220,6 +228,7 @@ func (d *Dataplane) load(cfg *config.Dataplane, opts Options, rlocs []localRLOC,
 		"cfg_port_sum":         flag(cfg.PathSelection == "port-sum"),
 		"cfg_source_port_sum":  flag(cfg.SourceSelection == "port-sum"),
 		"cfg_bind_subflows":    flag(cfg.MPTCPSubflows != "off"),
+		"cfg_stateful":         flag(cfg.Stateful()),
 		"cfg_previous_hop":     flag(cfg.PathID == "previous-hop"),
 		"cfg_miss_native":      flag(cfg.Miss == "native-forward"),
 		"cfg_clamp_mss":        flag(cfg.ClampMSS == nil || *cfg.ClampMSS),
@@ -497,28 +506,36 @@ func (d *Dataplane) stopLoops() {
 	}
 	d.hold.close()
 	d.holdRTR.close()
+	if d.eventReader != nil {
+		d.eventReader.Close()
+	}
 	d.wg.Wait()
 	close(d.misses)
 	close(d.held)
+	close(d.events)
 }
 
 // readMisses passes the ring buffer's misses on, dropping them when the
 // control plane lags: the data plane reports them again.
-func (d *Dataplane) readMisses() {
+func (d *Dataplane) readMisses() { readRing(d, "misses", d.reader, decodeMiss, d.misses) }
+
+// readRing passes what a ring buffer holds on to out, decoded, until the
+// reader is closed; what the control plane is too slow for is dropped.
+func readRing[T any](d *Dataplane, what string, r *ringbuf.Reader, decode func([]byte) (T, bool), out chan<- T) {
 	for {
-		rec, err := d.reader.Read()
+		rec, err := r.Read()
 		if err != nil {
 			if !errors.Is(err, ringbuf.ErrClosed) {
-				d.log.Warn("read misses", "error", err)
+				d.log.Warn("read "+what, "error", err)
 			}
 			return
 		}
-		m, ok := decodeMiss(rec.RawSample)
+		v, ok := decode(rec.RawSample)
 		if !ok {
 			continue
 		}
 		select {
-		case d.misses <- m:
+		case out <- v:
 		default:
 		}
 	}

@@ -79,9 +79,12 @@ func (d *Dataplane) entry(e Entry) (*lispMcEntry, error) {
 		if len(p.Hops) == 0 || len(p.Hops) > MaxHops {
 			return nil, fmt.Errorf("path %d has %d hops: want 1 to %d", i, len(p.Hops), MaxHops)
 		}
-		fam := family(p.Hops[0].Addr)
+		// A Lookup hop is an EID the control plane has not expanded
+		// yet (of the EIDs' family, maybe): no address to send to.
+		at := slices.IndexFunc(p.Hops, func(h Hop) bool { return !h.Lookup })
+		fam := family(p.Hops[max(at, 0)].Addr.Unmap())
 		for _, h := range p.Hops {
-			if !h.Addr.IsValid() || family(h.Addr.Unmap()) != fam {
+			if !h.Addr.IsValid() || (!h.Lookup && family(h.Addr.Unmap()) != fam) {
 				return nil, fmt.Errorf("path %d mixes address families: its hops are %v", i, hops(p))
 			}
 		}
@@ -91,16 +94,19 @@ func (d *Dataplane) entry(e Entry) (*lispMcEntry, error) {
 		vp.First = addrWords(p.Hops[0].Addr.Unmap())
 		vp.Self = noSelf
 		for j, h := range p.Hops {
-			if slices.Contains(d.rlocs, h.Addr.Unmap()) {
-				vp.Self = uint8(j)
-				if j > 0 {
-					vp.Prev = addrWords(p.Hops[j-1].Addr.Unmap())
-				}
-				if j+1 < len(p.Hops) {
-					vp.Next = addrWords(p.Hops[j+1].Addr.Unmap())
-				}
-				break
+			if h.Lookup || !slices.Contains(d.rlocs, h.Addr.Unmap()) {
+				continue
 			}
+			vp.Self = uint8(j)
+			if j > 0 && !p.Hops[j-1].Lookup {
+				vp.Prev = addrWords(p.Hops[j-1].Addr.Unmap())
+			}
+			// Left zero before a Lookup hop: the RTR drops what it
+			// cannot send on yet.
+			if j+1 < len(p.Hops) && !p.Hops[j+1].Lookup {
+				vp.Next = addrWords(p.Hops[j+1].Addr.Unmap())
+			}
+			break
 		}
 	}
 	return v, nil

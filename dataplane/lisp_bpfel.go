@@ -178,7 +178,9 @@ const (
 	lispMapMisses            = "misses"
 	lispMapRlocs             = "rlocs"
 	lispMapRtrPaths          = "rtr_paths"
+	lispMapSubflowEvents     = "subflow_events"
 	lispMapSubflowHints      = "subflow_hints"
+	lispMapSubflowPins       = "subflow_pins"
 	lispMapSubflows          = "subflows"
 	lispMapTokens            = "tokens"
 	lispProgItr              = "itr"
@@ -200,6 +202,7 @@ const (
 	lispVarCfgRlocs          = "cfg_rlocs"
 	lispVarCfgRtr            = "cfg_rtr"
 	lispVarCfgSourcePortSum  = "cfg_source_port_sum"
+	lispVarCfgStateful       = "cfg_stateful"
 	lispVarCfgXdp            = "cfg_xdp"
 	lispVarSubflowEpoch      = "subflow_epoch"
 )
@@ -255,19 +258,21 @@ type lispProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type lispMapSpecs struct {
-	Conns        *ebpf.MapSpec `ebpf:"conns"`
-	Counters     *ebpf.MapSpec `ebpf:"counters"`
-	EgressIfs    *ebpf.MapSpec `ebpf:"egress_ifs"`
-	ItrPaths     *ebpf.MapSpec `ebpf:"itr_paths"`
-	Mapcache4    *ebpf.MapSpec `ebpf:"mapcache4"`
-	Mapcache6    *ebpf.MapSpec `ebpf:"mapcache6"`
-	MissSeen     *ebpf.MapSpec `ebpf:"miss_seen"`
-	Misses       *ebpf.MapSpec `ebpf:"misses"`
-	Rlocs        *ebpf.MapSpec `ebpf:"rlocs"`
-	RtrPaths     *ebpf.MapSpec `ebpf:"rtr_paths"`
-	SubflowHints *ebpf.MapSpec `ebpf:"subflow_hints"`
-	Subflows     *ebpf.MapSpec `ebpf:"subflows"`
-	Tokens       *ebpf.MapSpec `ebpf:"tokens"`
+	Conns         *ebpf.MapSpec `ebpf:"conns"`
+	Counters      *ebpf.MapSpec `ebpf:"counters"`
+	EgressIfs     *ebpf.MapSpec `ebpf:"egress_ifs"`
+	ItrPaths      *ebpf.MapSpec `ebpf:"itr_paths"`
+	Mapcache4     *ebpf.MapSpec `ebpf:"mapcache4"`
+	Mapcache6     *ebpf.MapSpec `ebpf:"mapcache6"`
+	MissSeen      *ebpf.MapSpec `ebpf:"miss_seen"`
+	Misses        *ebpf.MapSpec `ebpf:"misses"`
+	Rlocs         *ebpf.MapSpec `ebpf:"rlocs"`
+	RtrPaths      *ebpf.MapSpec `ebpf:"rtr_paths"`
+	SubflowEvents *ebpf.MapSpec `ebpf:"subflow_events"`
+	SubflowHints  *ebpf.MapSpec `ebpf:"subflow_hints"`
+	SubflowPins   *ebpf.MapSpec `ebpf:"subflow_pins"`
+	Subflows      *ebpf.MapSpec `ebpf:"subflows"`
+	Tokens        *ebpf.MapSpec `ebpf:"tokens"`
 }
 
 // lispVariableSpecs contains global variables before they are loaded into the kernel.
@@ -290,6 +295,7 @@ type lispVariableSpecs struct {
 	CfgRlocs          *ebpf.VariableSpec `ebpf:"cfg_rlocs"`
 	CfgRtr            *ebpf.VariableSpec `ebpf:"cfg_rtr"`
 	CfgSourcePortSum  *ebpf.VariableSpec `ebpf:"cfg_source_port_sum"`
+	CfgStateful       *ebpf.VariableSpec `ebpf:"cfg_stateful"`
 	CfgXdp            *ebpf.VariableSpec `ebpf:"cfg_xdp"`
 	SubflowEpoch      *ebpf.VariableSpec `ebpf:"subflow_epoch"`
 }
@@ -314,19 +320,21 @@ func (o *lispObjects) Close() error {
 //
 // It can be passed to loadLispObjects or ebpf.CollectionSpec.LoadAndAssign.
 type lispMaps struct {
-	Conns        *ebpf.Map `ebpf:"conns"`
-	Counters     *ebpf.Map `ebpf:"counters"`
-	EgressIfs    *ebpf.Map `ebpf:"egress_ifs"`
-	ItrPaths     *ebpf.Map `ebpf:"itr_paths"`
-	Mapcache4    *ebpf.Map `ebpf:"mapcache4"`
-	Mapcache6    *ebpf.Map `ebpf:"mapcache6"`
-	MissSeen     *ebpf.Map `ebpf:"miss_seen"`
-	Misses       *ebpf.Map `ebpf:"misses"`
-	Rlocs        *ebpf.Map `ebpf:"rlocs"`
-	RtrPaths     *ebpf.Map `ebpf:"rtr_paths"`
-	SubflowHints *ebpf.Map `ebpf:"subflow_hints"`
-	Subflows     *ebpf.Map `ebpf:"subflows"`
-	Tokens       *ebpf.Map `ebpf:"tokens"`
+	Conns         *ebpf.Map `ebpf:"conns"`
+	Counters      *ebpf.Map `ebpf:"counters"`
+	EgressIfs     *ebpf.Map `ebpf:"egress_ifs"`
+	ItrPaths      *ebpf.Map `ebpf:"itr_paths"`
+	Mapcache4     *ebpf.Map `ebpf:"mapcache4"`
+	Mapcache6     *ebpf.Map `ebpf:"mapcache6"`
+	MissSeen      *ebpf.Map `ebpf:"miss_seen"`
+	Misses        *ebpf.Map `ebpf:"misses"`
+	Rlocs         *ebpf.Map `ebpf:"rlocs"`
+	RtrPaths      *ebpf.Map `ebpf:"rtr_paths"`
+	SubflowEvents *ebpf.Map `ebpf:"subflow_events"`
+	SubflowHints  *ebpf.Map `ebpf:"subflow_hints"`
+	SubflowPins   *ebpf.Map `ebpf:"subflow_pins"`
+	Subflows      *ebpf.Map `ebpf:"subflows"`
+	Tokens        *ebpf.Map `ebpf:"tokens"`
 }
 
 func (m *lispMaps) Close() error {
@@ -341,7 +349,9 @@ func (m *lispMaps) Close() error {
 		m.Misses,
 		m.Rlocs,
 		m.RtrPaths,
+		m.SubflowEvents,
 		m.SubflowHints,
+		m.SubflowPins,
 		m.Subflows,
 		m.Tokens,
 	)
@@ -367,6 +377,7 @@ type lispVariables struct {
 	CfgRlocs          *ebpf.Variable `ebpf:"cfg_rlocs"`
 	CfgRtr            *ebpf.Variable `ebpf:"cfg_rtr"`
 	CfgSourcePortSum  *ebpf.Variable `ebpf:"cfg_source_port_sum"`
+	CfgStateful       *ebpf.Variable `ebpf:"cfg_stateful"`
 	CfgXdp            *ebpf.Variable `ebpf:"cfg_xdp"`
 	SubflowEpoch      *ebpf.Variable `ebpf:"subflow_epoch"`
 }

@@ -28,6 +28,7 @@ var counterNames = []string{
 	"subflow_new", "subflow_join", "subflow_join_unknown_token", "subflow_bound", "subflow_rebound",
 	"subflow_reset", "subflow_fin", "subflow_tokens_learned",
 	"itr_ttl_expired", "etr_decapsulated_xdp", "itr_held", "itr_released", "rtr_held", "rtr_released",
+	"subflow_asked", "subflow_ask_lost", "subflow_pinned", "subflow_pin_refused", "rtr_unresolved",
 }
 
 // Counters reads the packet counters.
@@ -102,6 +103,8 @@ func subflowOf(k *lispFlowKey, v *lispSubflow, now uint64, wall time.Time) Subfl
 		Path:       int(v.Path),
 		Initiator:  v.Flags&sfInitiator != 0,
 		Closing:    v.Flags&sfClosing != 0,
+		Asked:      v.Flags&sfAsked != 0,
+		Pinned:     v.Flags&sfPinned != 0,
 		Packets:    v.Packets,
 		Bytes:      v.Bytes,
 		LastSeen:   wall.Add(-time.Duration(now - min(v.LastNs, now))),
@@ -115,6 +118,8 @@ func subflowOf(k *lispFlowKey, v *lispSubflow, now uint64, wall time.Time) Subfl
 const (
 	sfInitiator = 1
 	sfClosing   = 2
+	sfPinned    = 8
+	sfAsked     = 16
 	noPath      = 0xff
 	// closingLinger is how long a subflow that sent a FIN keeps its path
 	// for the last ACKs before it is forgotten.

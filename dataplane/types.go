@@ -91,6 +91,8 @@ type Subflow struct {
 	Path          int    // index into the entry's paths
 	Initiator     bool   // the local host opened the subflow
 	Closing       bool   // a FIN was seen
+	Asked         bool   // its path is being asked for (stateful binding)
+	Pinned        bool   // on the path its destination's ETR chose
 	Packets       uint64 // encapsulated on Path
 	Bytes         uint64
 	LastSeen      time.Time

@@ -216,6 +216,25 @@ func TestRTRHolds(t *testing.T) {
 	}
 }
 
+// An RTR whose next hop is an EID not expanded yet (a Lookup hop, of the
+// EIDs' family even) drops what it cannot send on, counted, rather than
+// send it to an EID or hand it to its own routing.
+func TestRTRUnresolvedNextHop(t *testing.T) {
+	r := newRig(t, config.Dataplane{EIDInterfaces: []string{}}, Options{RTR: true})
+	p := elp(1, 50, "198.51.100.10", "192.0.2.1", "2001:db8:77::1", "203.0.113.1")
+	p.Hops[2].Lookup = true
+	r.put("10.2.0.0/16", Entry{Paths: []Path{p}})
+	hdr := lisp.DataHeader{}
+	hdr.SetPathID(1)
+	inner := udp(hostA, hostB, 60, []byte("x"))
+	if v, _ := r.underlay(encapsulated(netip.MustParseAddr("198.51.100.10"), ourV4, 30, hdr, inner)); v != actShot {
+		t.Errorf("verdict %d, want drop", v)
+	}
+	if c := r.counters(); c["rtr_unresolved"] != 1 || c["etr_decapsulated"] != 0 {
+		t.Errorf("counters %v", nonZero(c))
+	}
+}
+
 // Only the rtr role sends packets on: a router without it delivers what
 // comes to its RLOCs, even when an ELP it is on goes on after it, and
 // asks for no mapping.

@@ -31,7 +31,7 @@ import (
 // answers forwarded Map-Requests itself.
 type overlay struct {
 	hostA, xtrA, rtr1, rtr2, xtrB, hostB, ms *testnet.Node
-	aR1, aR2, r1B, r2B, siteA, siteB         *testnet.Link
+	aR1, aR2, r1B, r2B, siteA, siteB, msLink *testnet.Link
 	sockA, sockB, sockR1, sockR2, sockMS     string
 	lispds                                   map[string]*lispd // the tunnel routers', by node name
 }
@@ -45,16 +45,22 @@ func newOverlay(t *testing.T, steering string) *overlay {
 }
 
 // overlayOptions change the tunnel routers' data plane settings: steering
-// those of both xTRs, dataplane those of one router, by node name.
+// those of both xTRs, dataplane those of one router, by node name;
+// stateful has both xTRs bind subflows statefully, each answering its
+// own Map-Requests.
 type overlayOptions struct {
 	steering  string
 	dataplane map[string]string
+	stateful  bool
 }
 
 func buildOverlay(t *testing.T, opts overlayOptions) *overlay {
 	steering := ""
 	if opts.steering != "" {
 		steering = ", " + opts.steering
+	}
+	if opts.stateful {
+		steering += ", mptcp-subflows: bind-stateful"
 	}
 	extra := func(name string) string {
 		if s := opts.dataplane[name]; s != "" {
@@ -67,7 +73,7 @@ func buildOverlay(t *testing.T, opts overlayOptions) *overlay {
 		xtrB: n.Node("xtrb"), hostB: n.Node("hostb"), ms: n.Node("ms")}
 	siteA := n.Link(o.hostA, o.xtrA, "10.1.0.1/24,10.1.0.2/24", "10.1.0.254/24")
 	o.siteA = siteA
-	n.Link(o.xtrA, o.ms, "10.0.100.1/24", "10.0.100.2/24")
+	o.msLink = n.Link(o.xtrA, o.ms, "10.0.100.1/24", "10.0.100.2/24")
 	o.aR1 = n.Link(o.xtrA, o.rtr1, "10.0.11.1/24", "10.0.11.2/24")
 	o.aR2 = n.Link(o.xtrA, o.rtr2, "10.0.12.1/24", "10.0.12.2/24")
 	o.r1B = n.Link(o.rtr1, o.xtrB, "10.0.21.1/24", "10.0.21.2/24")
@@ -124,7 +130,7 @@ xtr:
 		return o.lispds[name].sock
 	}
 	o.sockA = start(o.xtrA, "xtra", xtr(siteA, o.aR1, o.aR2, o.xtrA, "10.1.0.0/24",
-		"10.0.21.1, 10.0.11.1", "10.0.22.1, 10.0.12.1", true))
+		"10.0.21.1, 10.0.11.1", "10.0.22.1, 10.0.12.1", !opts.stateful))
 	o.sockB = start(o.xtrB, "xtrb", xtr(siteB, o.r1B, o.r2B, o.xtrB, "10.2.0.0/24",
 		"10.0.11.2, 10.0.21.2", "10.0.12.2, 10.0.22.2", false))
 	rtr := func(nd *testnet.Node, a, b *testnet.Link) string {

@@ -317,14 +317,19 @@ map-cache: {map-resolvers: [192.0.2.1], probe-interval: 0s}
 	if c := r.Dataplane.Counters; c["rtr_reencapsulated"] == 0 || c["rtr_miss"] == 0 {
 		t.Errorf("RTR data plane: %v", r.Dataplane)
 	}
-	if c := r.Counters.Tunnel; c.Misses == 0 || c.MapReplyRecords["installed"] == 0 || c.RequestsAnswered["probe-other-eid"] == 0 {
+	if c := r.Counters.Tunnel; c.Misses == 0 || c.MapReplyRecords["installed"] == 0 {
 		t.Errorf("RTR control plane: %+v", c)
 	}
-	// xtrA probes the RTR, a hop of the ELP, and xtrB, its end.
+	// xtrA probes the RTR, a hop of the ELP, and xtrB, its end; the RTR
+	// answers for an EID not its own. The transfer may end before the
+	// first probe: the first packets are held, not retransmitted.
 	waitFor(t, "xtrA's probes of the ELP's hops", func() bool {
 		p := tunnelStatus(t, sockA).Probes
 		return len(p) == 2 && p[0].Address == "192.0.2.2" && p[0].Up && p[0].Answered > 0 && p[1].Answered > 0
 	})
+	if c := tunnelStatus(t, sockR).Counters.Tunnel; c.RequestsAnswered["probe-other-eid"] == 0 {
+		t.Errorf("RTR control plane: %+v", c)
+	}
 }
 
 // firstConnection opens a TCP connection from a node to a server on

@@ -32,8 +32,8 @@ type Answer struct {
 	// EID is the prefix the answer covers: for negative answers the
 	// largest prefix around the EID that holds nothing registered.
 	EID EID
-	// Record is the mapping to send, for Mapping. It is shared: read it,
-	// do not change it.
+	// Record is the mapping to send, for Mapping; for Forward, the one
+	// registered. It is shared: read it, do not change it.
 	Record lisp.MapRecord
 	// Wire, if not nil, is Record encoded (MapRecord.AppendBinary), which
 	// a database that answers often keeps: a reply copies it. It is

@@ -49,6 +49,10 @@ var (
 	xtrFailures   = desc("xtr_registration_failures_total", "Registration rounds that had no Map-Notify after all their tries.")
 	xtrRequests   = desc("xtr_map_requests_total", "Map-Requests given to the xtr (forwarded, direct, probes), by result.", "result")
 	xtrSMRs       = desc("xtr_smrs_sent_total", "Solicit-Map-Requests sent to ITRs when a mapping changed.")
+	xtrBindings   = desc("xtr_bindings_total", "Stateful binding at the ETR, by event: bound, waited (for the subflow's SYN), ended (with the subflow), expired, rtr_unbound (an RTR asked for a subflow not bound: not answered).", "event")
+	xtrBound      = desc("xtr_bindings", "Subflows bound to ELPs by the ETR now.")
+	cacheStateful = desc("map_cache_stateful_subflows_total", "Stateful binding at the ITR, by event: reported (by the data plane), asked, pinned (to the ETR's choice), unbound (left where they were).", "event")
+	cacheExpand   = desc("map_cache_expansions_total", "Paths with Lookup hops, by event: unexpanded (an EID being looked up, a loop, too deep), loop, reexpanded (an EID's mapping changed).", "event")
 	cacheMisses   = desc("map_cache_misses_total", "Map-cache misses the data plane reported.")
 	cacheRequests = desc("map_cache_map_requests_sent_total", "Map-Requests the map-cache sent to map-resolvers, retries included.")
 	cacheFailed   = desc("map_cache_map_requests_failed_total", "Map-Requests that had no reply after all their tries.")
@@ -77,6 +81,7 @@ var (
 	teChanges      = desc("te_set_changes_total", "Sets of ELPs adopted in place of the set in use.")
 	teAnswers      = desc("te_answers_total", "Map-Replies carrying the te role's ELPs, by kind: masked (a source's set) or all.", "kind")
 	teSMRs         = desc("te_smrs_sent_total", "Solicit-Map-Requests sent when a destination's ELPs changed.")
+	tePushes       = desc("te_pushes_total", "Sets sent to the ETRs of prefixes that answer for themselves, per ETR and prefix.")
 	teSlotsFull    = desc("te_slots_full_total", "Sets not adopted for want of a path slot.")
 	teLinkRTT      = desc("te_link_rtt_seconds", "The RTT matrix: the smoothed RTT a router measures to an address of another.", "from", "to", "address")
 	teLinkMinRTT   = desc("te_link_min_rtt_seconds", "The RTT matrix the te role weighs links by: the least RTT of the last 30 seconds.", "from", "to", "address")
@@ -88,10 +93,10 @@ var (
 func (l lispd) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{received, unexpected, malformed, oversized, sent, sendErrors, unroutable, byLoop,
 		registers, notifies, merged, acks, regs, expired, requests, replies, records, forwarded, dropped,
-		xtrRegisters, xtrNotifies, xtrFailures, xtrRequests, xtrSMRs, cacheMisses, cacheRequests, cacheFailed,
+		xtrRegisters, xtrNotifies, xtrFailures, xtrRequests, xtrSMRs, xtrBindings, xtrBound, cacheStateful, cacheExpand, cacheMisses, cacheRequests, cacheFailed,
 		cacheReplies, cacheRecords, cacheSMRs, cacheEntries, cacheExpired, cacheHeld, cacheHeldNow, probesSent, probesAnswer, probesMissed,
 		probesBad, locatorUp, locatorRTT, locatorMinRTT, dpPackets,
-		teNodes, teEdges, tePairs, teScrapes, teComputations, teChanges, teAnswers, teSMRs, teSlotsFull,
+		teNodes, teEdges, tePairs, teScrapes, teComputations, teChanges, teAnswers, teSMRs, tePushes, teSlotsFull,
 		teLinkRTT, teLinkMinRTT, teLinkUp, teSetELPs, teSetAge} {
 		ch <- d
 	}
@@ -154,6 +159,7 @@ func collectTE(ch chan<- prometheus.Metric, t *pce.Counters, counter func(*prome
 	counter(teAnswers, t.AnswersMasked, "masked")
 	counter(teAnswers, t.AnswersAll, "all")
 	counter(teSMRs, t.SMRs)
+	counter(tePushes, t.Pushes)
 	counter(teSlotsFull, t.SlotsFull)
 	for _, l := range t.Matrix {
 		up := 0.0
@@ -186,6 +192,10 @@ func collectTunnel(ch chan<- prometheus.Metric, t *daemon.TunnelCounters,
 	counter(xtrFailures, t.RegisterFailures)
 	byLabel(xtrRequests, t.RequestsAnswered)
 	counter(xtrSMRs, t.SMRsSent)
+	byLabel(xtrBindings, t.Bindings)
+	gauge(xtrBound, float64(t.BindingsNow))
+	byLabel(cacheStateful, t.StatefulSubflows)
+	byLabel(cacheExpand, t.Expansions)
 	counter(cacheMisses, t.Misses)
 	counter(cacheRequests, t.MapRequests)
 	counter(cacheFailed, t.RequestsFailed)

@@ -112,7 +112,16 @@ func (e *engine) counters() Counters {
 		Created: c.created, CreateFailed: maps.Clone(c.createFailed), PortsInUse: c.portsInUse,
 		Broken: maps.Clone(c.broken), Repaired: maps.Clone(c.repaired), Destroyed: maps.Clone(c.destroyed),
 		Announced: c.announced, AnnounceFailed: c.announceFailed,
-		Lookups: maps.Clone(c.lookups), LookupSeconds: c.latency.clone(), CacheEntries: e.cache.len(),
+		Lookups: maps.Clone(c.lookups), LookupSeconds: c.latency.clone(), CacheEntries: e.cacheLen(),
 		SetupSeconds: c.setup.clone(),
 	}
+}
+
+// cacheLen is how many mappings are cached, this host's for every peer.
+func (e *engine) cacheLen() int {
+	n := e.cache.len()
+	for _, c := range e.localCache {
+		n += c.len()
+	}
+	return n
 }

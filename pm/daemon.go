@@ -78,11 +78,10 @@ type Daemon struct {
 }
 
 type lookupResult struct {
-	eid   netip.Addr
-	local bool
-	m     Mapping
-	took  time.Duration
-	err   error
+	q    Query
+	m    Mapping
+	took time.Duration
+	err  error
 }
 
 // New returns a daemon for a validated configuration. Nothing is opened
@@ -200,7 +199,7 @@ func (d *Daemon) loop(ctx context.Context, events <-chan eventBatch) error {
 				d.resync(false)
 			}
 		case r := <-d.lookups:
-			d.e.lookupDone(r.eid, r.local, r.m, r.took, r.err)
+			d.e.lookupDone(r.q, r.m, r.took, r.err)
 		case <-d.deps.Links:
 			d.drainLinks()
 			d.refresh()
@@ -305,14 +304,14 @@ func (d *Daemon) readEvents(ctx context.Context, out chan<- eventBatch) {
 
 // lookupFunc starts lookups on their own goroutines, in the daemon's
 // namespace, and hands their results to the engine.
-func (d *Daemon) lookupFunc(ctx context.Context, ns threadNamespace) func(netip.Addr, bool) {
-	return func(eid netip.Addr, local bool) {
+func (d *Daemon) lookupFunc(ctx context.Context, ns threadNamespace) func(Query) {
+	return func(q Query) {
 		go func() {
 			ns.enter()
 			start := time.Now()
-			m, err := d.deps.Mapper.Lookup(ctx, eid, local)
+			m, err := d.deps.Mapper.Lookup(ctx, q)
 			select {
-			case d.lookups <- lookupResult{eid, local, m, time.Since(start), err}:
+			case d.lookups <- lookupResult{q, m, time.Since(start), err}:
 			case <-ctx.Done():
 			}
 		}()

@@ -39,7 +39,8 @@ func (p *fakePM) SetPathManager(name string) error {
 // fakeMapper answers every lookup with a mapping of n RLOCs.
 type fakeMapper struct{ n int }
 
-func (m fakeMapper) Lookup(_ context.Context, eid netip.Addr, _ bool) (Mapping, error) {
+func (m fakeMapper) Lookup(_ context.Context, q Query) (Mapping, error) {
+	eid := q.EID
 	p, _ := eid.Prefix(24)
 	return Mapping{EID: mapping.NewEID(0, p), TTL: time.Minute, RLOCs: m.n}, nil
 }
@@ -174,8 +175,8 @@ func TestDaemonLookupsAndLinks(t *testing.T) {
 func TestStatusText(t *testing.T) {
 	te := newTestEngine(t, amptcpConfig)
 	te.connect(1)
-	te.lookupDone(serverAddr.Addr(), false, peerMapping, time.Millisecond, nil)
-	te.lookupDone(clientAddr.Addr(), true, localMapping, time.Millisecond, nil)
+	te.lookupDone(Query{EID: serverAddr.Addr(), From: clientAddr.Addr()}, peerMapping, time.Millisecond, nil)
+	te.lookupDone(Query{EID: clientAddr.Addr(), From: serverAddr.Addr(), Local: true}, localMapping, time.Millisecond, nil)
 	cs := te.k.created()
 	te.establish(1, cs...)
 	st := Status{Policy: PolicyAMPTCP, PathManager: "kernel", Connections: te.status(nil, []SubflowInfo{

@@ -31,7 +31,7 @@ type engine struct {
 	ports      func() portRange
 	// lookup starts a mapping lookup; its result comes back through
 	// lookupDone on the engine's goroutine.
-	lookup func(eid netip.Addr, local bool)
+	lookup func(q Query)
 
 	whitelist []destination
 	announce  []netip.Addr
@@ -40,13 +40,11 @@ type engine struct {
 	conns    map[uint32]*conn
 	lastPoll time.Time // of sock_diag, by tick
 	cache    *mapCache // nil when caching is off
-	pending  map[lookupKey][]uint32
-	count    counters
-}
-
-type lookupKey struct {
-	eid   netip.Addr
-	local bool
+	// localCache holds this host's mappings by the peer they were asked
+	// for (Query.From); nil when caching is off.
+	localCache map[netip.Addr]*mapCache
+	pending    map[Query][]uint32
+	count      counters
 }
 
 // destination is a whitelist entry, parsed.
@@ -159,7 +157,7 @@ func newEngine(cfg *Config, log *slog.Logger) *engine {
 		log:     log,
 		now:     time.Now,
 		conns:   map[uint32]*conn{},
-		pending: map[lookupKey][]uint32{},
+		pending: map[Query][]uint32{},
 		count:   newCounters(),
 	}
 	for _, d := range cfg.LongLived.Whitelist {
@@ -173,8 +171,30 @@ func newEngine(cfg *Config, log *slog.Logger) *engine {
 			iid = *a.InstanceID
 		}
 		e.cache = newMapCache(a.MaxCacheTTL.Duration, iid)
+		e.localCache = map[netip.Addr]*mapCache{}
 	}
 	return e
+}
+
+// maxLocalPeers bounds the peers this host's mappings are cached for:
+// past it, the cache starts again.
+const maxLocalPeers = 1024
+
+// cacheFor is the cache of q's answers: this host's mappings are
+// cached by peer, the peers' for every connection.
+func (e *engine) cacheFor(q Query) *mapCache {
+	if !q.Local || e.cache == nil {
+		return e.cache
+	}
+	c := e.localCache[q.From]
+	if c == nil {
+		if len(e.localCache) >= maxLocalPeers {
+			clear(e.localCache)
+		}
+		c = newMapCache(e.cache.maxTTL, e.cache.iid)
+		e.localCache[q.From] = c
+	}
+	return c
 }
 
 // setLimits takes the kernel's subflow limit, which caps plans when
@@ -300,13 +320,13 @@ func (e *engine) open(c *conn) {
 	}
 	now := e.now()
 	c.state = stateLookup
-	for _, k := range []lookupKey{{c.remote.Addr(), false}, {c.local.Addr(), true}} {
-		if m, ok := e.cache.get(k.eid, now); ok {
+	for _, q := range []Query{{EID: c.remote.Addr(), From: c.local.Addr()}, {EID: c.local.Addr(), From: c.remote.Addr(), Local: true}} {
+		if m, ok := e.cacheFor(q).get(q.EID, now); ok {
 			e.count.lookups["cached"]++
-			c.setMapping(k.local, m)
+			c.setMapping(q.Local, m)
 			continue
 		}
-		e.request(c, k)
+		e.request(c, q)
 	}
 	e.ready(c)
 }
@@ -321,33 +341,32 @@ func (c *conn) setMapping(local bool, m Mapping) {
 
 // request asks for a mapping for c, once for all the connections that
 // need it at the same time.
-func (e *engine) request(c *conn, k lookupKey) {
-	waiting, inFlight := e.pending[k]
-	e.pending[k] = append(waiting, c.token)
+func (e *engine) request(c *conn, q Query) {
+	waiting, inFlight := e.pending[q]
+	e.pending[q] = append(waiting, c.token)
 	if !inFlight {
-		e.lookup(k.eid, k.local)
+		e.lookup(q)
 	}
 }
 
 // lookupDone takes the result of a lookup for the connections waiting
 // for it. A failure gives them the default policy; the next connection
 // asks again.
-func (e *engine) lookupDone(eid netip.Addr, local bool, m Mapping, took time.Duration, err error) {
-	k := lookupKey{eid, local}
-	waiting := e.pending[k]
-	delete(e.pending, k)
+func (e *engine) lookupDone(q Query, m Mapping, took time.Duration, err error) {
+	waiting := e.pending[q]
+	delete(e.pending, q)
 	e.count.latency.observe(took.Seconds())
 	switch {
 	case err != nil:
 		e.count.lookups["failed"]++
-		e.log.Warn("mapping lookup failed: the default policy applies", "eid", eid, "local", local, "waiting", len(waiting), "error", err)
+		e.log.Warn("mapping lookup failed: the default policy applies", "eid", q.EID, "local", q.Local, "waiting", len(waiting), "error", err)
 	case m.Negative:
 		e.count.lookups["negative"]++
 	default:
 		e.count.lookups["answered"]++
 	}
 	if err == nil {
-		e.cache.put(m, e.now())
+		e.cacheFor(q).put(m, e.now())
 	}
 	for _, token := range waiting {
 		c := e.conns[token]
@@ -359,7 +378,7 @@ func (e *engine) lookupDone(eid netip.Addr, local bool, m Mapping, took time.Dur
 			e.apply(c, fallback(e.input(c), "mapping system: "+err.Error()))
 			continue
 		}
-		c.setMapping(local, m)
+		c.setMapping(q.Local, m)
 		e.ready(c)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -127,8 +128,8 @@ func TestAMPTCPFollowsTheMappings(t *testing.T) {
 		t.Fatalf("lookups %v, want the peer's and the local EID", te.lookups)
 	}
 	te.noCreates("before the mapping system answered")
-	te.lookupDone(serverAddr.Addr(), false, peerMapping, time.Millisecond, nil)
-	te.lookupDone(clientAddr.Addr(), true, localMapping, time.Millisecond, nil)
+	te.lookupDone(Query{EID: serverAddr.Addr(), From: clientAddr.Addr()}, peerMapping, time.Millisecond, nil)
+	te.lookupDone(Query{EID: clientAddr.Addr(), From: serverAddr.Addr(), Local: true}, localMapping, time.Millisecond, nil)
 	cs := te.k.created()
 	if len(cs) != 1 {
 		t.Fatalf("created %v, want 1 subflow (1×2 paths)", cs)
@@ -149,8 +150,8 @@ func TestAMPTCPFallsBackWhenTheMapperTimesOut(t *testing.T) {
 	te := newTestEngine(t, amptcpConfig)
 	te.connect(1)
 	timeout := fmt.Errorf("%w: 2 map-requests to 10.0.100.2:4342", ErrNoAnswer)
-	te.lookupDone(serverAddr.Addr(), false, Mapping{}, time.Second, timeout)
-	te.lookupDone(clientAddr.Addr(), true, localMapping, time.Millisecond, nil)
+	te.lookupDone(Query{EID: serverAddr.Addr(), From: clientAddr.Addr()}, Mapping{}, time.Second, timeout)
+	te.lookupDone(Query{EID: clientAddr.Addr(), From: serverAddr.Addr(), Local: true}, localMapping, time.Millisecond, nil)
 	te.noCreates("on fallback")
 	p := te.conns[1].plan
 	if p == nil || p.Policy != PolicyDefault || p.N != 1 || !strings.Contains(p.Fallback, "did not answer") {
@@ -158,7 +159,7 @@ func TestAMPTCPFallsBackWhenTheMapperTimesOut(t *testing.T) {
 	}
 	te.lookups = nil
 	te.connect(2)
-	if len(te.lookups) != 1 || te.lookups[0].eid != serverAddr.Addr() {
+	if len(te.lookups) != 1 || te.lookups[0].EID != serverAddr.Addr() {
 		t.Errorf("second connection looked up %v, want the peer again (the local EID is cached)", te.lookups)
 	}
 	if c := te.counters(); c.Fallbacks != 1 || c.Lookups["failed"] != 1 {
@@ -172,8 +173,8 @@ func TestAMPTCPFallsBackWhenTheMapperTimesOut(t *testing.T) {
 func TestAMPTCPCacheHitWithinTTL(t *testing.T) {
 	te := newTestEngine(t, amptcpConfig)
 	te.connect(1)
-	te.lookupDone(serverAddr.Addr(), false, peerMapping, time.Millisecond, nil)
-	te.lookupDone(clientAddr.Addr(), true, localMapping, time.Millisecond, nil)
+	te.lookupDone(Query{EID: serverAddr.Addr(), From: clientAddr.Addr()}, peerMapping, time.Millisecond, nil)
+	te.lookupDone(Query{EID: clientAddr.Addr(), From: serverAddr.Addr(), Local: true}, localMapping, time.Millisecond, nil)
 	te.k.created()
 	te.lookups = nil
 	te.clock.add(4 * time.Minute)
@@ -196,11 +197,12 @@ func TestAMPTCPLookupsCoalesce(t *testing.T) {
 	te := newTestEngine(t, amptcpConfig)
 	te.connect(1)
 	te.connect(2)
-	if len(te.lookups) != 2 {
-		t.Fatalf("lookups %v, want one per EID", te.lookups)
+	want := []Query{{EID: serverAddr.Addr(), From: clientAddr.Addr()}, {EID: clientAddr.Addr(), From: serverAddr.Addr(), Local: true}}
+	if !slices.Equal(te.lookups, want) {
+		t.Fatalf("lookups %v, want %v: one per EID, the local one as the peer asks it", te.lookups, want)
 	}
-	te.lookupDone(serverAddr.Addr(), false, peerMapping, time.Millisecond, nil)
-	te.lookupDone(clientAddr.Addr(), true, localMapping, time.Millisecond, nil)
+	te.lookupDone(Query{EID: serverAddr.Addr(), From: clientAddr.Addr()}, peerMapping, time.Millisecond, nil)
+	te.lookupDone(Query{EID: clientAddr.Addr(), From: serverAddr.Addr(), Local: true}, localMapping, time.Millisecond, nil)
 	if cs := te.k.created(); len(cs) != 2 || cs[0].token == cs[1].token {
 		t.Errorf("created %v, want one subflow for each connection", cs)
 	}

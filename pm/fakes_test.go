@@ -167,7 +167,7 @@ type testEngine struct {
 	k       *fakeKernel
 	diag    *fakeDiag
 	clock   *clock
-	lookups []lookupKey
+	lookups []Query
 }
 
 // newTestEngine returns an engine for a configuration in YAML, whose
@@ -184,7 +184,7 @@ func newTestEngine(t *testing.T, yaml string) *testEngine {
 	e.rand = func(int) int { return 0 }
 	e.localAddrs = func() []netip.Addr { return []netip.Addr{addr("10.1.0.1"), addr("10.1.1.1")} }
 	e.ports = func() portRange { return portRange{40000, 40999} }
-	e.lookup = func(eid netip.Addr, local bool) { te.lookups = append(te.lookups, lookupKey{eid, local}) }
+	e.lookup = func(q Query) { te.lookups = append(te.lookups, q) }
 	te.engine = e
 	return te
 }

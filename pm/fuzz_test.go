@@ -40,8 +40,8 @@ func runOps(t *testing.T, policy string, ops []byte) {
 	e.rand = func(n int) int { return 0 }
 	e.localAddrs = func() []netip.Addr { return []netip.Addr{addr("10.1.0.1"), addr("10.1.1.1")} }
 	e.ports = func() portRange { return portRange{40000, 40015} }
-	var lookups []lookupKey
-	e.lookup = func(eid netip.Addr, local bool) { lookups = append(lookups, lookupKey{eid, local}) }
+	var lookups []Query
+	e.lookup = func(q Query) { lookups = append(lookups, q) }
 	live := map[uint32]map[[2]netip.AddrPort]bool{} // what the engine created and nothing closed
 	var all []createCmd
 
@@ -103,8 +103,8 @@ func runOps(t *testing.T, policy string, ops []byte) {
 				if arg&1 != 0 {
 					err = ErrNoAnswer
 				}
-				p, _ := l.eid.Prefix(24)
-				e.lookupDone(l.eid, l.local, Mapping{EID: mapping.NewEID(0, p), TTL: time.Minute, RLOCs: int(arg%3) + 1}, time.Millisecond, err)
+				p, _ := l.EID.Prefix(24)
+				e.lookupDone(l, Mapping{EID: mapping.NewEID(0, p), TTL: time.Minute, RLOCs: int(arg%3) + 1}, time.Millisecond, err)
 			}
 		case 12:
 			var conns []ConnInfo

@@ -41,10 +41,20 @@ func (m *Mapping) Paths() int {
 	return m.RLOCs + m.ELPs
 }
 
-// Mapper asks the mapping system for the mapping of an EID. local says
-// the EID is this host's own (the local xTR may answer for it).
+// Query is a lookup of the mapping of EID. From is the host that would
+// send to it, the request's source EID: a traffic-engineered mapping
+// depends on the site that asks (docs/te.md), so this host's own mapping
+// is asked as the peer's site would get it, the paths the peer's xTR has
+// towards this host. Local says EID is this host's own (the local xTR
+// may answer for it).
+type Query struct {
+	EID, From netip.Addr
+	Local     bool
+}
+
+// Mapper asks the mapping system for the mapping of an EID.
 type Mapper interface {
-	Lookup(ctx context.Context, eid netip.Addr, local bool) (Mapping, error)
+	Lookup(ctx context.Context, q Query) (Mapping, error)
 }
 
 // MappingOf reads the record of reply that covers eid as a Mapping. Like
@@ -160,13 +170,16 @@ func NewLigMapper(a *AMPTCP) (*LigMapper, error) {
 // ErrNoAnswer wraps the failure of a lookup that got no Map-Reply.
 var ErrNoAnswer = errors.New("the mapping system did not answer")
 
-// Lookup sends Map-Requests for eid and reads the reply.
-func (m *LigMapper) Lookup(ctx context.Context, eid netip.Addr, local bool) (Mapping, error) {
+// Lookup sends Map-Requests for q's EID, from q's source EID, and reads
+// the reply.
+func (m *LigMapper) Lookup(ctx context.Context, q Query) (Mapping, error) {
 	opts := m.Options
 	opts.Resolver = m.Resolver
-	if local && m.XTR.IsValid() {
+	if q.Local && m.XTR.IsValid() {
 		opts.Resolver = m.XTR
 	}
+	opts.SourceEID = q.From
+	eid := q.EID
 	res, err := lig.Query(ctx, eid, opts)
 	if err != nil {
 		if errors.Is(err, lig.ErrNoReply) {

@@ -97,7 +97,8 @@ func TestMappingOf(t *testing.T) {
 }
 
 // LigMapper asks the map-resolver for peers and the xTR for the local
-// EID, and says when nobody answers.
+// EID, from the source EID the query gives (the local EID is asked for
+// as the peer would), and says when nobody answers.
 func TestLigMapper(t *testing.T) {
 	peer := ligtest.NewResolver(t, func(req *ligtest.Request) [][]byte {
 		return [][]byte{req.Reply(record("10.2.0.0/24", 10,
@@ -107,17 +108,20 @@ func TestLigMapper(t *testing.T) {
 		return [][]byte{req.Reply(record("10.1.0.0/24", 10, loc(lisp.MustParseAddress("192.0.2.1"), 1, true)))}
 	})
 	m := &LigMapper{Resolver: peer.Addr, XTR: local.Addr, Options: lig.Options{Tries: 1, Timeout: time.Second}}
-	got, err := m.Lookup(context.Background(), addr("10.2.0.1"), false)
+	got, err := m.Lookup(context.Background(), Query{EID: addr("10.2.0.1")})
 	if err != nil || got.RLOCs != 2 || got.Replier != peer.Replier || got.RTT <= 0 {
 		t.Errorf("peer lookup %+v, %v", got, err)
 	}
-	got, err = m.Lookup(context.Background(), addr("10.1.0.1"), true)
+	got, err = m.Lookup(context.Background(), Query{EID: addr("10.1.0.1"), From: addr("10.2.0.1"), Local: true})
 	if err != nil || got.RLOCs != 1 || len(local.Requests()) != 1 {
-		t.Errorf("local lookup %+v, %v (the xTR got %d requests)", got, err, len(local.Requests()))
+		t.Fatalf("local lookup %+v, %v (the xTR got %d requests)", got, err, len(local.Requests()))
+	}
+	if src := local.Requests()[0].MapRequest.SourceEID.IP(); src != addr("10.2.0.1") {
+		t.Errorf("the local EID asked for from %s, want the peer", src)
 	}
 	silent := ligtest.NewResolver(t, func(*ligtest.Request) [][]byte { return nil })
 	m = &LigMapper{Resolver: silent.Addr, Options: lig.Options{Tries: 2, Timeout: 20 * time.Millisecond}}
-	if _, err := m.Lookup(context.Background(), addr("10.2.0.1"), false); !errors.Is(err, ErrNoAnswer) {
+	if _, err := m.Lookup(context.Background(), Query{EID: addr("10.2.0.1")}); !errors.Is(err, ErrNoAnswer) {
 		t.Errorf("lookup without answer: %v, want ErrNoAnswer", err)
 	}
 }
@@ -140,5 +144,25 @@ func TestMapCache(t *testing.T) {
 	c.put(Mapping{EID: mapping.NewEID(0, netip.MustParsePrefix("10.3.0.0/24")), TTL: 0}, now)
 	if c.len() != 0 {
 		t.Error("a TTL of 0 was cached")
+	}
+}
+
+// This host's mapping is cached by the peer it was asked for: another
+// peer's site may get other paths towards this host.
+func TestLocalMappingCachedByPeer(t *testing.T) {
+	e := newTestEngine(t, amptcpConfig).engine
+	now := time.Now()
+	mine := Mapping{EID: mapping.NewEID(0, netip.MustParsePrefix("10.1.0.0/24")), TTL: time.Hour, ELPs: 3}
+	fromB := Query{EID: addr("10.1.0.1"), From: addr("10.2.0.1"), Local: true}
+	fromC := Query{EID: addr("10.1.0.1"), From: addr("10.3.0.1"), Local: true}
+	e.cacheFor(fromB).put(mine, now)
+	if m, ok := e.cacheFor(fromB).get(fromB.EID, now); !ok || m.ELPs != 3 {
+		t.Errorf("for peer b: %+v %v", m, ok)
+	}
+	if _, ok := e.cacheFor(fromC).get(fromC.EID, now); ok {
+		t.Error("peer b's answer served to peer c")
+	}
+	if _, ok := e.cacheFor(Query{EID: addr("10.1.0.1")}).get(fromB.EID, now); ok {
+		t.Error("this host's mapping served as a peer's")
 	}
 }

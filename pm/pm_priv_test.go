@@ -322,7 +322,8 @@ func TestNdiffportsOnTheKernel(t *testing.T) {
 // peer site of three.
 type sites struct{}
 
-func (sites) Lookup(_ context.Context, eid netip.Addr, local bool) (Mapping, error) {
+func (sites) Lookup(_ context.Context, q Query) (Mapping, error) {
+	eid, local := q.EID, q.Local
 	p, _ := eid.Prefix(24)
 	m := Mapping{EID: mapping.NewEID(0, p), TTL: time.Minute, RLOCs: 3}
 	if local {

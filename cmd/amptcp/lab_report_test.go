@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -55,5 +56,46 @@ func TestLabReport(t *testing.T) {
 	}
 	if code := run([]string{"lab", "report"}, nil, &stdout, &stderr); code != 2 {
 		t.Errorf("lab report without DIR: exit %d, want 2", code)
+	}
+}
+
+// writeSweep writes a results directory of one run per pm at the point
+// owd45, each an upload of goodput Mbit/s in 1 s.
+func writeSweep(t *testing.T, goodput map[string]float64) string {
+	t.Helper()
+	dir := t.TempDir()
+	var runs, recs strings.Builder
+	i := 0
+	for pm, g := range goodput {
+		i++
+		id := fmt.Sprintf("r%04d", i)
+		fmt.Fprintf(&runs, `{"run":%q,"variant":{"pm":%q,"failure":"owd45"},"repetition":1,"started":"2026-01-02T03:04:05Z","ended":"2026-01-02T03:04:10Z"}`+"\n", id, pm)
+		fmt.Fprintf(&recs, `{"run":%q,"time":"2026-01-02T03:04:06Z","flow":"bulk","kind":"connection","role":"sender","subflows":4}`+"\n", id)
+		fmt.Fprintf(&recs, `{"run":%q,"time":"2026-01-02T03:04:07Z","flow":"bulk","kind":"result","role":"receiver","bytes_received":%d,`+
+			`"protocol":"mptcp","cc":"cubic","flow_kind":"saturate","start":"2026-01-02T03:04:06Z","completion_ns":1000000000}`+"\n", id, int(g*1e6/8))
+	}
+	for name, text := range map[string]string{
+		"meta.json":     `{"scenario":"name: sweep","kernel":"6.18.0","cpus":2,"version":"test","started":"2026-01-02T03:04:05Z","settings":{}}`,
+		"runs.jsonl":    runs.String(),
+		"records.jsonl": recs.String(),
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// lab report -hol evaluates the head-of-line sweep: exit 0 where rule 1
+// holds its own against the best subset, 1 where it does not.
+func TestLabReportHoL(t *testing.T) {
+	subsets := writeSweep(t, map[string]float64{"subflows 1": 19, "subflows 2": 37, "subflows 3": 50, "subflows 4": 53})
+	for rule, want := range map[float64]int{51: 0, 30: 1} {
+		var stdout, stderr strings.Builder
+		dir := writeSweep(t, map[string]float64{"amptcp": rule})
+		code := run([]string{"lab", "report", "-hol", subsets, dir}, nil, &stdout, &stderr)
+		if code != want || !strings.Contains(stdout.String(), "head-of-line sweep") || !strings.Contains(stdout.String(), "owd45") {
+			t.Errorf("rule 1 at %v Mbit/s: exit %d, want %d:\n%s%s", rule, code, want, stdout.String(), stderr.String())
+		}
 	}
 }

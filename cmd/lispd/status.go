@@ -123,11 +123,23 @@ func writeStatus(w io.Writer, st *daemon.Status, now time.Time) {
 		}
 		fmt.Fprintf(w, "  probes: sent %d, answered %d, missed %d, unmatched replies %d\n",
 			t.ProbesSent, t.ProbesAnswered, t.ProbesMissed, t.ProbesUnmatched)
+		if n := sumCounts(t.Bindings) + sumCounts(t.StatefulSubflows) + sumCounts(t.Expansions); n > 0 {
+			fmt.Fprintf(w, "  stateful binding: as ETR %s (%d now), as ITR %s; multi-layer paths %s\n",
+				joinCounts(t.Bindings), t.BindingsNow, joinCounts(t.StatefulSubflows), joinCounts(t.Expansions))
+		}
 	}
 	if t := c.TE; t != nil {
-		fmt.Fprintf(w, "  te: reads %d (%d failed), sets computed %d, changed %d; answers %d with a source's set, %d with every ELP; smrs sent %d\n",
-			t.Scrapes+t.ScrapeErrors, t.ScrapeErrors, t.Computations, t.Changes, t.AnswersMasked, t.AnswersAll, t.SMRs)
+		fmt.Fprintf(w, "  te: reads %d (%d failed), sets computed %d, changed %d; answers %d with a source's set, %d with every ELP; smrs sent %d; sets sent to ETRs %d\n",
+			t.Scrapes+t.ScrapeErrors, t.ScrapeErrors, t.Computations, t.Changes, t.AnswersMasked, t.AnswersAll, t.SMRs, t.Pushes)
 	}
+}
+
+func sumCounts(m map[string]uint64) uint64 {
+	var n uint64
+	for _, v := range m {
+		n += v
+	}
+	return n
 }
 
 // joinCounts writes non-zero counts as "a 1, b 2", sorted.

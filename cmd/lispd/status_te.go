@@ -82,5 +82,8 @@ func writeTEStatus(w io.Writer, te *pce.Status, now time.Time) {
 				fmt.Fprintf(w, "  path %d  %s  %d sources\n", s.PathID, strings.Join(s.Hops, " -> "), s.Users)
 			}
 		}
+		for _, p := range d.Pushed {
+			fmt.Fprintf(w, "  sets of %s sent to its ETR %s ago\n", p.EID, now.Sub(p.At).Round(time.Second))
+		}
 	}
 }

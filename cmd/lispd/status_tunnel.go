@@ -24,6 +24,23 @@ func writeTunnelStatus(w io.Writer, st *daemon.Status, now time.Time) {
 			for _, l := range m.Locators {
 				fmt.Fprintf(w, "    locator %s  %s  priority/weight %d/%d\n", l.Address, upDown(l.Reachable), l.Priority, l.Weight)
 			}
+			for _, set := range m.Sets {
+				fmt.Fprintf(w, "    te set for %s, expires in %s\n", set.Source, set.Expires.Sub(now).Round(time.Second))
+				for _, l := range set.Locators {
+					fmt.Fprintf(w, "      locator %s  %s  priority/weight %d/%d\n", l.Address, upDown(l.Reachable), l.Priority, l.Weight)
+				}
+			}
+		}
+		if len(x.Bindings) > 0 {
+			fmt.Fprintf(w, "  %d subflows bound to ELPs:\n", len(x.Bindings))
+			for _, b := range x.Bindings {
+				seen := "not seen yet"
+				if b.Seen {
+					seen = fmt.Sprintf("connection %#x", b.Connection)
+				}
+				fmt.Fprintf(w, "    %s  %s  %s, for %s, asked by %s\n", b.Flow, b.ELP, seen,
+					now.Sub(b.Bound).Round(time.Second), strings.Join(b.Askers, ", "))
+			}
 		}
 		for _, s := range x.MapServers {
 			mode := "forward to this ETR"
@@ -100,8 +117,15 @@ func writeTunnelStatus(w io.Writer, st *daemon.Status, now time.Time) {
 		}
 		fmt.Fprintln(w)
 		for _, s := range dp.Subflows {
-			fmt.Fprintf(w, "  subflow %s -> %s  connection %#x  path %d  %d packets, %d bytes\n",
-				s.Local, s.Remote, s.Connection, s.Path, s.Packets, s.Bytes)
+			pin := ""
+			switch {
+			case s.Pinned:
+				pin = " (the ETR's)"
+			case s.Asked:
+				pin = " (its ETR asked)"
+			}
+			fmt.Fprintf(w, "  subflow %s -> %s  connection %#x  path %d%s  %d packets, %d bytes\n",
+				s.Local, s.Remote, s.Connection, s.Path, pin, s.Packets, s.Bytes)
 		}
 		writeRestart(w, dp)
 	}
@@ -184,7 +208,14 @@ func writeEntry(w io.Writer, e mapcache.Entry) {
 				hops[j] += fmt.Sprintf(" %.2fms", h.RTT)
 			}
 		}
-		fmt.Fprintf(w, "    path %d  %s  priority/weight %d/%d  %s\n", i, upDown(p.Up), p.Priority, p.Weight, strings.Join(hops, " -> "))
+		fmt.Fprintf(w, "    path %d  %s  priority/weight %d/%d  %s", i, upDown(p.Up), p.Priority, p.Weight, strings.Join(hops, " -> "))
+		if len(p.Expanded) > 0 {
+			fmt.Fprintf(w, "  (takes %s)", strings.Join(p.Expanded, " -> "))
+		}
+		if p.Down != "" {
+			fmt.Fprintf(w, "  (%s)", p.Down)
+		}
+		fmt.Fprintln(w)
 	}
 }
 

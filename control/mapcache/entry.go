@@ -2,6 +2,7 @@ package mapcache
 
 import (
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/amptcp/amptcp/dataplane"
@@ -15,7 +16,11 @@ type entry struct {
 	key    mapping.EID
 	action dataplane.Action
 	paths  []path
-	up     []bool // each path's Up as last installed
+	// laid are the paths as last installed, expanded (layered.go), and
+	// probes the hops whose reachability decides about each: what tells
+	// which probe results and mappings change the entry.
+	laid   []dataplane.Path
+	probes [][]dataplane.Hop
 	// local marks the site's own EID-prefixes, static the entries of
 	// the configuration: they never expire and Map-Replies do not
 	// replace them.
@@ -34,17 +39,19 @@ type entry struct {
 // Due is when e expires, for the expiry queue.
 func (e *entry) Due() time.Time { return e.expires }
 
-// dataplaneEntry is what the data plane gets for e, with each path's Up
-// from its R bit and the reachability of its hops. It records those in
-// e.up, to tell later which probe results change it.
+// dataplaneEntry is what the data plane gets for e: each path expanded
+// (its Lookup hops, the hops probing finds down that it may go around)
+// and up when its R bit is set, it expands and the hops it must use are
+// reachable. It records that in e, to tell later what changes it.
 func (c *Cache) dataplaneEntry(e *entry) dataplane.Entry {
 	de := dataplane.Entry{Action: e.action}
-	e.up = e.up[:0]
+	e.probes = e.probes[:0]
 	for _, p := range e.paths {
-		up := p.up(c.reachable)
-		de.Paths = append(de.Paths, dataplane.Path{Hops: p.hops, Priority: p.priority, Weight: p.weight, Up: up})
-		e.up = append(e.up, up)
+		l := c.layout(e.key.IID, p)
+		de.Paths = append(de.Paths, dataplane.Path{Hops: l.hops, Priority: p.priority, Weight: p.weight, Up: l.up})
+		e.probes = append(e.probes, l.probed)
 	}
+	e.laid = de.Paths
 	return de
 }
 
@@ -70,11 +77,17 @@ func (c *Cache) put(e *entry) error {
 	if exists {
 		e.lastSMR = old.lastSMR
 		c.expiry.Remove(old)
+		delete(c.layered, old)
 	}
 	c.entries.Insert(e.key, e)
 	if !e.local && !e.static {
 		c.expiry.Schedule(e)
 	}
+	if hasLookup(e) {
+		c.layered[e] = true
+	}
+	c.relayer()
+	c.repin(e)
 	return nil
 }
 
@@ -87,6 +100,8 @@ func (c *Cache) remove(e *entry) {
 	}
 	c.expiry.Remove(e)
 	c.entries.Delete(e.key)
+	delete(c.layered, e)
+	c.relayer()
 }
 
 // expire removes the entries whose TTL ran out. The caller holds the lock.
@@ -143,17 +158,18 @@ type Locator struct {
 	EID  mapping.EID
 }
 
-// Locators lists the distinct addresses the entries' paths go through:
-// plain RLOCs and every probed hop of every ELP.
+// Locators lists the distinct addresses the entries' paths go through
+// that probing decides about: plain RLOCs and the hops of ELPs, expanded
+// (with elp-probe p-bit, those with the P bit).
 func (c *Cache) Locators() []Locator {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	seen := map[netip.Addr]bool{}
 	var locs []Locator
 	for key, e := range c.entries.All() {
-		for _, p := range e.paths {
-			for _, h := range p.hops {
-				if probed(h) && !seen[h.Addr] {
+		for _, hops := range e.probes {
+			for _, h := range hops {
+				if !seen[h.Addr] {
 					seen[h.Addr] = true
 					locs = append(locs, Locator{Addr: h.Addr, EID: key})
 				}
@@ -183,6 +199,7 @@ func (c *Cache) LocatorChanged(addr netip.Addr) int {
 		n++
 		c.counter.reinstalled.Add(1)
 	}
+	c.relayer() // an expansion may take another path of an EID now
 	if n > 0 {
 		c.log.Info("locator reachability changed", "rloc", addr, "up", c.reachable(addr), "entries", n)
 	}
@@ -190,8 +207,8 @@ func (c *Cache) LocatorChanged(addr netip.Addr) int {
 }
 
 func (e *entry) uses(addr netip.Addr) bool {
-	for _, p := range e.paths {
-		for _, h := range p.hops {
+	for _, hops := range e.probes {
+		for _, h := range hops {
 			if h.Addr == addr {
 				return true
 			}
@@ -200,11 +217,16 @@ func (e *entry) uses(addr netip.Addr) bool {
 	return false
 }
 
-// changed reports whether a path of e is up now where it was not when e
-// was installed, or the other way round.
+// changed reports whether e's paths would be installed otherwise now
+// than when e was: a path up or down, a hop gone around or back, an
+// expansion changed.
 func (c *Cache) changed(e *entry) bool {
+	if len(e.laid) != len(e.paths) {
+		return true
+	}
 	for i, p := range e.paths {
-		if p.up(c.reachable) != e.up[i] {
+		l := c.layout(e.key.IID, p)
+		if was := e.laid[i]; was.Up != l.up || !slices.Equal(was.Hops, l.hops) {
 			return true
 		}
 	}

@@ -148,6 +148,12 @@ type harness struct {
 
 func newHarness(t *testing.T, yaml string) *harness {
 	t.Helper()
+	return newHarnessWith(t, yaml, nil)
+}
+
+// newHarnessWith lets more options be set.
+func newHarnessWith(t *testing.T, yaml string, more func(*Options)) *harness {
+	t.Helper()
 	cfg, err := config.Parse([]byte("roles: [rtr]\ndataplane: {rloc-interfaces: [eth0]}\n" + yaml))
 	if err != nil {
 		t.Fatal(err)
@@ -155,7 +161,7 @@ func newHarness(t *testing.T, yaml string) *harness {
 	h := &harness{dp: &fakeDP{}, net: &fakeNet{t: t}, clk: &clock{t: time.Unix(1_700_000_000, 0)},
 		down: map[netip.Addr]bool{}}
 	var mu sync.Mutex
-	h.c, err = New(cfg.MapCache, Options{
+	opts := Options{
 		Forwarder:  h.dp,
 		Sender:     h.net,
 		LocalRLOCs: func() []netip.Addr { return []netip.Addr{rloc4, rloc6} },
@@ -166,7 +172,11 @@ func newHarness(t *testing.T, yaml string) *harness {
 		},
 		RTT:     func(a netip.Addr) (time.Duration, bool) { return 12 * time.Millisecond, a == rloc4 },
 		Release: h.dp.release,
-	})
+	}
+	if more != nil {
+		more(&opts)
+	}
+	h.c, err = New(cfg.MapCache, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,3 +215,24 @@ func key(prefix string) dataplane.Key {
 }
 
 var _ control.Sender = (*fakeNet)(nil)
+
+// fakePins remembers the pins of subflows, in order.
+type fakePins struct {
+	mu  sync.Mutex
+	got []string
+}
+
+func (p *fakePins) Pin(f dataplane.Flow, path int) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.got = append(p.got, fmt.Sprintf("%s %d", f.Local, path))
+	return nil
+}
+
+func (p *fakePins) take() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := p.got
+	p.got = nil
+	return out
+}

@@ -54,7 +54,14 @@ type Options struct {
 	// (dataplane.Dataplane.Release); nil when the data plane holds
 	// nothing (miss is not hold).
 	Release func([]dataplane.Held) error
-	Log     *slog.Logger
+	// SiteEIDs are an xTR's own EID-prefixes, whose first of a request's
+	// family is its source EID; nil for an RTR.
+	SiteEIDs func() []dataplane.Key
+	// Pinner, with mptcp-subflows bind-stateful, pins subflows to the
+	// paths their destinations' ETRs choose (flows.go); nil: Subflow
+	// asks nothing.
+	Pinner Pinner
+	Log    *slog.Logger
 }
 
 // Cache is the map-cache. Its methods are safe for concurrent use.
@@ -67,7 +74,10 @@ type Cache struct {
 	reachable  func(netip.Addr) bool
 	rtt        func(netip.Addr) (time.Duration, bool)
 	port       uint16
+	siteEIDs   func() []dataplane.Key
+	pin        Pinner
 
+	bits       bool // elp-bits as-sent: the P and S bits of ELP hops count
 	resolvers  []netip.AddrPort
 	timeout    time.Duration
 	tries      int // per request: the first and the retries
@@ -81,6 +91,11 @@ type Cache struct {
 	smrDue    map[mapping.EID]bool // entries an SMR asked to refresh within smrInterval
 	downSince []time.Time          // per map-resolver: when it last let a try time out
 	refreshes []mapping.EID        // adopted entries to ask for again
+	layered   map[*entry]bool      // entries with Lookup hops (layered.go)
+	wanted    map[mapping.EID]bool // EIDs to ask for: of Lookup hops, of bindings
+	refetch   map[mapping.EID]bool // of them, those asked for again, entry or not
+	flows     map[dataplane.Flow]*request
+	pins      map[dataplane.Flow]*pendingPin
 	counter   counters
 
 	release               func([]dataplane.Held) error
@@ -112,6 +127,14 @@ func New(cfg *config.MapCache, opts Options) (*Cache, error) {
 		held:       map[mapping.EID]heldOf{},
 		holdPerEID: cfg.HoldPerEID,
 		holdTotal:  cfg.HoldTotal,
+		layered:    map[*entry]bool{},
+		wanted:     map[mapping.EID]bool{},
+		refetch:    map[mapping.EID]bool{},
+		flows:      map[dataplane.Flow]*request{},
+		pins:       map[dataplane.Flow]*pendingPin{},
+		siteEIDs:   opts.SiteEIDs,
+		pin:        opts.Pinner,
+		bits:       cfg.ELPBits == "as-sent",
 	}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
@@ -201,27 +224,44 @@ func (c *Cache) Tick() {
 	var out []datagram
 	c.mu.Lock()
 	for _, r := range c.pending {
-		if now.Before(r.deadline) {
-			continue
-		}
-		c.resolverFailed(r.tries[len(r.tries)-1].resolver, now)
-		if len(r.tries) >= c.tries {
-			c.finish(r)
-			c.dropHeld(r.eid)
-			c.counter.failed.Add(1)
-			c.log.Debug("no Map-Reply", "eid", r.eid, "tries", len(r.tries))
-			continue
-		}
-		if dg, ok := c.try(r, now); ok {
-			out = append(out, dg)
-			c.counter.retried.Add(1)
-		}
+		out = c.retry(r, now, out)
 	}
+	for _, r := range c.flows {
+		out = c.retry(r, now, out)
+	}
+	c.expirePins(now)
 	out = append(out, c.refreshDue(now)...)
 	out = append(out, c.refreshAdopted(now)...)
 	c.expire(now)
+	out = append(out, c.askWanted()...)
 	c.mu.Unlock()
 	c.transmit(out)
+}
+
+// retry sends r again if its reply is late, or gives up after its last
+// try: a subflow whose path was asked then stays where it is. The caller
+// holds the lock.
+func (c *Cache) retry(r *request, now time.Time, out []datagram) []datagram {
+	if now.Before(r.deadline) {
+		return out
+	}
+	c.resolverFailed(r.tries[len(r.tries)-1].resolver, now)
+	if len(r.tries) >= c.tries {
+		c.finish(r)
+		c.counter.failed.Add(1)
+		c.log.Debug("no Map-Reply", "eid", r.eid, "flow", r.flow, "tries", len(r.tries))
+		if r.flow != nil {
+			c.pinTo(r.dpFlow, dataplane.NoPin)
+		} else {
+			c.dropHeld(r.eid)
+		}
+		return out
+	}
+	if dg, ok := c.try(r, now); ok {
+		out = append(out, dg)
+		c.counter.retried.Add(1)
+	}
+	return out
 }
 
 // datagram is a message to send once the lock is released.

@@ -39,8 +39,9 @@ func TestMissSendsEncapsulatedRequest(t *testing.T) {
 }
 
 // The reply's locators become the entry's paths in order: a plain RLOC,
-// a bare ELP with its bits, an ELP inside an AFI List next to AFI 0 (as
-// lispers.net sends it); a locator the data plane cannot use is skipped.
+// a bare ELP with its bits (down while its Lookup hop, an EID, is looked
+// up), an ELP inside an AFI List next to AFI 0 (as lispers.net sends
+// it); a locator the data plane cannot use is skipped.
 func TestReplyInstallsPathsInOrder(t *testing.T) {
 	h := newHarness(t, oneResolver)
 	h.c.Miss(dataplane.Miss{InstanceID: 1000, EID: netip.MustParseAddr("10.1.2.3")})
@@ -77,7 +78,7 @@ func TestReplyInstallsPathsInOrder(t *testing.T) {
 	want := dataplane.Entry{Action: dataplane.Encapsulate, Paths: []dataplane.Path{
 		{Hops: []dataplane.Hop{{Addr: ip("192.0.2.1")}}, Priority: 1, Weight: 50, Up: true},
 		{Hops: []dataplane.Hop{{Addr: ip("192.0.2.11"), Probe: true}, {Addr: ip("192.0.2.12"), Strict: true, Lookup: true},
-			{Addr: ip("192.0.2.13")}}, Priority: 1, Weight: 30, Up: true},
+			{Addr: ip("192.0.2.13")}}, Priority: 1, Weight: 30, Up: false},
 		{Hops: []dataplane.Hop{{Addr: ip("192.0.2.21")}, {Addr: ip("192.0.2.22")}}, Priority: 1, Weight: 20, Up: true},
 		{Hops: []dataplane.Hop{{Addr: ip("192.0.2.3")}}, Priority: 2, Weight: 10, Up: false},
 	}}
@@ -90,7 +91,8 @@ func TestReplyInstallsPathsInOrder(t *testing.T) {
 	}
 	snap := h.c.Snapshot()
 	if len(snap) != 1 || snap[0].InstanceID != 1000 || snap[0].EIDPrefix != "10.1.0.0/16" || snap[0].Source != etrAddr.String() ||
-		snap[0].TTLLeft != 600 || len(snap[0].Paths) != 4 || snap[0].Paths[3].Up || snap[0].Paths[3].Reachable {
+		snap[0].TTLLeft != 600 || len(snap[0].Paths) != 4 || snap[0].Paths[3].Up || snap[0].Paths[3].Reachable ||
+		snap[0].Paths[1].Down != "192.0.2.12 is being looked up" {
 		t.Errorf("snapshot %+v", snap)
 	}
 }
@@ -320,7 +322,6 @@ func TestLocatorChangedReinstalls(t *testing.T) {
 	_, _, req := h.request(t)
 	elp := lisp.LCAFAddress(&lisp.ELP{Hops: []lisp.ELPHop{
 		{Address: lisp.MustParseAddress("192.0.2.11")}, {Address: lisp.MustParseAddress("192.0.2.2")},
-		{Address: lisp.MustParseAddress("10.77.0.1"), Lookup: true},
 	}})
 	h.c.HandleReply(&lisp.MapReply{Nonce: req.Nonce, Records: []lisp.MapRecord{record("10.1.0.0/16", 60,
 		locator(lisp.MustParseAddress("192.0.2.1"), 1, 1), locator(elp, 1, 1))}}, etrAddr)
@@ -332,7 +333,7 @@ func TestLocatorChangedReinstalls(t *testing.T) {
 		}
 	}
 	if !reflect.DeepEqual(addrs, []string{"192.0.2.1", "192.0.2.11", "192.0.2.2"}) {
-		t.Errorf("locators to probe: %v (a lookup hop is an EID, not probed)", addrs)
+		t.Errorf("locators to probe: %v", addrs)
 	}
 	h.down[netip.MustParseAddr("192.0.2.11")] = true
 	if n := h.c.LocatorChanged(netip.MustParseAddr("192.0.2.11")); n != 1 {
@@ -350,7 +351,7 @@ func TestLocatorChangedReinstalls(t *testing.T) {
 	if e, _ := h.dp.get(key("10.1.0.0/16")); !e.Paths[0].Up || !e.Paths[1].Up {
 		t.Errorf("with the RTR back: %+v", e.Paths)
 	}
-	if snap := h.c.Snapshot(); snap[0].Paths[0].Hops[0].RTT != 0 || !snap[0].Paths[1].Hops[2].Up {
+	if snap := h.c.Snapshot(); snap[0].Paths[0].Hops[0].RTT != 0 || !snap[0].Paths[1].Hops[1].Up {
 		t.Errorf("snapshot %+v", snap[0].Paths)
 	}
 }
@@ -542,5 +543,36 @@ func TestSetStatic(t *testing.T) {
 	}
 	if n, _ := h.c.SetStatic(nil, 1000); n != 2 || len(h.dp.entries) != 0 {
 		t.Errorf("removing the static entries: %d, left %+v", n, h.dp.entries)
+	}
+}
+
+// An SMR for an EID whose Map-Request is in flight (the te role's, say,
+// racing its own answer) is not lost: the reply is installed, then the
+// mapping asked for again.
+func TestSMRWhileInFlight(t *testing.T) {
+	h := newHarness(t, oneResolver)
+	h.c.Miss(dataplane.Miss{EID: netip.MustParseAddr("10.1.2.3")})
+	_, _, req := h.request(t)
+	smr := &lisp.MapRequest{SMR: true, Nonce: 7, SourceEID: lisp.MustParseAddress("10.1.0.0"),
+		ITRRLOCs: []lisp.Address{lisp.MustParseAddress("192.0.2.1")},
+		Records:  []lisp.RequestRecord{{EID: lisp.MustParseAddress("10.1.0.0"), MaskLen: 16}}}
+	h.c.HandleSMR(smr, etrAddr)
+	if out := h.net.take(); len(out) != 0 {
+		t.Fatalf("an SMR before the reply sent %d datagrams", len(out))
+	}
+	h.c.HandleReply(&lisp.MapReply{Nonce: req.Nonce, Records: []lisp.MapRecord{
+		record("10.1.0.0/16", 60, locator(lisp.MustParseAddress("192.0.2.1"), 1, 1))}}, etrAddr)
+	h.c.Tick()
+	_, _, again := h.request(t)
+	if !again.SMRInvoked || again.Records[0].MaskLen != 16 {
+		t.Errorf("after the reply: %s, want an SMR-invoked request for the prefix", again)
+	}
+	if c := h.c.Counters(); c.SMRInFlight != 1 || c.SMRIgnored != 0 {
+		t.Errorf("counters %+v", c)
+	}
+	// An SMR for nothing cached nor asked is still ignored.
+	h.c.HandleSMR(&lisp.MapRequest{SMR: true, SourceEID: lisp.MustParseAddress("10.200.0.1"), ITRRLOCs: smr.ITRRLOCs}, etrAddr)
+	if c := h.c.Counters(); c.SMRIgnored != 1 {
+		t.Errorf("counters %+v", c)
 	}
 }

@@ -97,24 +97,6 @@ func pathsOf(locs []lisp.Locator, rlocs []netip.Addr) (paths []path, unusable in
 	return paths, unusable
 }
 
-// probed reports whether probing decides about a hop: a Lookup hop is an
-// EID to resolve, not an address to probe.
-func probed(h dataplane.Hop) bool { return !h.Lookup }
-
-// up says whether a path can carry packets: its R bit is set and every
-// hop that is probed is reachable.
-func (p path) up(reachable func(netip.Addr) bool) bool {
-	if !p.reachable {
-		return false
-	}
-	for _, h := range p.hops {
-		if probed(h) && !reachable(h.Addr) {
-			return false
-		}
-	}
-	return true
-}
-
 // actionOf is the data plane's action for a negative Map-Reply record.
 func actionOf(a lisp.Action) dataplane.Action {
 	switch a {

@@ -38,12 +38,19 @@ func (c *Cache) HandleReply(reply *lisp.MapReply, src netip.AddrPort) {
 			c.resolverAnswered(t.resolver)
 		}
 	}
+	if r.flow != nil {
+		c.flowReply(r, reply, src, now)
+		return
+	}
 	replaced := false
 	for i := range reply.Records {
 		key, reason := c.install(&reply.Records[i], r, src, now)
 		c.counter.records[reason].Add(1)
 		if reason == Installed || reason == NotCached {
 			replaced = replaced || key == r.eid
+		}
+		if reason == Installed && r.stale {
+			c.smrDue[key] = true // the SMR that came meanwhile, from Tick
 		}
 		if reason != Installed && reason != NotCached {
 			c.log.Debug("Map-Reply record refused", "from", src, "eid", reply.Records[i].EID,

@@ -16,8 +16,11 @@ import (
 // so that a slow mapping system is not retried into failure.
 type request struct {
 	eid      mapping.EID
-	smr      bool // SMR-invoked (the bit on the wire)
-	replace  bool // its reply replaces the entry for eid: SMR-invoked, or an adopted entry's refresh
+	flow     *control.Flow  // a stateful request's subflow (flows.go), else nil
+	dpFlow   dataplane.Flow // the same, as the data plane names it
+	smr      bool           // SMR-invoked (the bit on the wire)
+	replace  bool           // its reply replaces the entry for eid: SMR-invoked, or an adopted entry's refresh
+	stale    bool           // an SMR came while it was in flight: ask again once answered
 	tries    []try
 	deadline time.Time
 }
@@ -91,7 +94,7 @@ func (c *Cache) try(r *request, now time.Time) (datagram, bool) {
 	resolver := c.pickResolver(r, now)
 	dst := c.resolvers[resolver]
 	nonce := control.Nonce()
-	b, err := encodeRequest(r, nonce, rlocs, c.port)
+	b, err := encodeRequest(r, nonce, rlocs, c.sourceEID(r), c.port)
 	if err != nil { // only an EID that does not fit a record, which Miss refuses
 		c.log.Error("cannot encode Map-Request", "eid", r.eid, "error", err)
 		c.finish(r)
@@ -115,13 +118,44 @@ func (c *Cache) finish(r *request) {
 	if c.pending[r.eid] == r {
 		delete(c.pending, r.eid)
 	}
+	if r.flow != nil && c.flows[r.dpFlow] == r {
+		delete(c.flows, r.dpFlow)
+	}
+}
+
+// sourceEID is the source EID of r: a stateful request's source host;
+// else, for an xTR, its site's first EID-prefix of the instance and
+// family, so that an ETR answers with what it has for this site (the te
+// role's sets); an RTR gives none. The caller holds the lock.
+func (c *Cache) sourceEID(r *request) netip.Addr {
+	if r.flow != nil {
+		return r.flow.Source.Addr()
+	}
+	if c.siteEIDs == nil {
+		return netip.Addr{}
+	}
+	var other netip.Addr
+	for _, k := range c.siteEIDs() {
+		a := k.Prefix.Addr()
+		if a.Is4() != r.eid.Prefix.Addr().Is4() {
+			continue
+		}
+		if k.InstanceID == r.eid.IID {
+			return a
+		}
+		if !other.IsValid() {
+			other = a
+		}
+	}
+	return other
 }
 
 // encodeRequest builds the Encapsulated Map-Request (RFC 9301 §5.8): the
-// Map-Request for r's EID with every local RLOC as an ITR-RLOC, inside an
+// Map-Request for r's EID (a stateful request's: its flow) from source
+// (none when invalid) with every local RLOC as an ITR-RLOC, inside an
 // inner IP/UDP header from an RLOC of the EID's family and port (where
 // the reply comes back: 4342), to the EID, port 4342.
-func encodeRequest(r *request, nonce uint64, rlocs []netip.Addr, port uint16) ([]byte, error) {
+func encodeRequest(r *request, nonce uint64, rlocs []netip.Addr, source netip.Addr, port uint16) ([]byte, error) {
 	itrs := make([]lisp.Address, 0, min(len(rlocs), lisp.MaxITRRLOCs))
 	for _, a := range rlocs[:min(len(rlocs), lisp.MaxITRRLOCs)] {
 		itrs = append(itrs, lisp.IPAddress(a.Unmap()))
@@ -137,16 +171,23 @@ func encodeRequest(r *request, nonce uint64, rlocs []netip.Addr, port uint16) ([
 			break
 		}
 	}
+	req := &lisp.MapRequest{
+		Nonce:      nonce,
+		SMRInvoked: r.smr,
+		ITRRLOCs:   itrs,
+		Records:    []lisp.RequestRecord{{EID: control.EIDAddress(r.eid.IID, ip), MaskLen: uint8(r.eid.Prefix.Bits())}},
+	}
+	if r.flow != nil {
+		req.Records[0].EID = control.FlowAddress(*r.flow)
+	}
+	if source.IsValid() {
+		req.SourceEID = lisp.IPAddress(source)
+	}
 	ecm := lisp.ECM{
 		Source:      netip.AddrPortFrom(src, port),
 		Destination: netip.AddrPortFrom(ip, control.Port),
 		TTL:         innerTTL,
-		Message: &lisp.MapRequest{
-			Nonce:      nonce,
-			SMRInvoked: r.smr,
-			ITRRLOCs:   itrs,
-			Records:    []lisp.RequestRecord{{EID: control.EIDAddress(r.eid.IID, ip), MaskLen: uint8(r.eid.Prefix.Bits())}},
-		},
+		Message:     req,
 	}
 	return ecm.AppendBinary(nil)
 }

@@ -35,6 +35,13 @@ func (c *Cache) HandleSMR(req *lisp.MapRequest, src netip.AddrPort) {
 	now := c.now()
 	c.mu.Lock()
 	e, found := c.entries.Lookup(iid, eid.Unmap())
+	if !found && c.staleInFlight(iid, eid.Unmap(), req) {
+		// The mapping changed while it is being asked for: the answer
+		// on its way may be the one from before.
+		c.mu.Unlock()
+		c.counter.smrInFlight.Add(1)
+		return
+	}
 	if !found || e.local || e.static {
 		c.mu.Unlock()
 		c.counter.smrIgnored.Add(1)
@@ -80,4 +87,27 @@ func (c *Cache) refreshDue(now time.Time) []datagram {
 		}
 	}
 	return out
+}
+
+// staleInFlight marks the requests in flight for EIDs inside the prefix
+// an SMR names (its record's, else its source EID's address) as asking
+// for a mapping that has changed since: their reply is installed, then
+// asked again. It says whether there were any. The caller holds the
+// lock.
+func (c *Cache) staleInFlight(iid uint32, changed netip.Addr, req *lisp.MapRequest) bool {
+	prefix := netip.PrefixFrom(changed, changed.BitLen())
+	if len(req.Records) > 0 {
+		if i, a, ok := control.EIDOf(req.Records[0].EID); ok && i == iid {
+			if p, err := a.Unmap().Prefix(int(req.Records[0].MaskLen)); err == nil && p.Contains(changed) {
+				prefix = p
+			}
+		}
+	}
+	stale := false
+	for _, r := range c.pending {
+		if r.eid.IID == iid && prefix.Contains(r.eid.Prefix.Addr()) {
+			r.stale, stale = true, true
+		}
+	}
+	return stale
 }

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/amptcp/amptcp/dataplane"
 	"github.com/amptcp/amptcp/mapping"
 )
 
@@ -53,7 +54,11 @@ type counters struct {
 	replies, unsolicited, unusableLocators   atomic.Uint64
 	records                                  [numReasons]atomic.Uint64
 	smrs, smrIgnored, smrLimited, smrInvoked atomic.Uint64
+	smrInFlight                              atomic.Uint64
 	expired, evicted, full, reinstalled      atomic.Uint64
+	unexpanded, loops, reexpanded            atomic.Uint64
+	flowEvents, flowRequests, flowPinned     atomic.Uint64
+	flowUnbound                              atomic.Uint64
 	adopted                                  atomic.Uint64
 	putErrors, deleteErrors                  atomic.Uint64
 	hold                                     holdStats
@@ -79,8 +84,9 @@ type Counters struct {
 	// SMRs counts the Solicit-Map-Requests received; of them, Ignored
 	// those for no cached entry, Limited those within a second of the
 	// last one for the entry (whose refresh waits for the second to end);
-	// SMRInvoked the Map-Requests sent for them.
-	SMRs, SMRIgnored, SMRLimited, SMRInvoked uint64
+	// SMRInvoked the Map-Requests sent for them; SMRInFlight those for
+	// an EID being asked for, asked again once answered.
+	SMRs, SMRIgnored, SMRLimited, SMRInvoked, SMRInFlight uint64
 	// Expired and Evicted entries (the latter for room); Full the entries
 	// refused with the cache full of local prefixes; Reinstalled the
 	// entries installed again when probing changed a path's state.
@@ -90,6 +96,18 @@ type Counters struct {
 	Adopted uint64
 	// Hold counts the packets held while their mappings were resolved.
 	Hold HoldCounters
+	// Unexpanded counts the installations of a path whose Lookup hops
+	// could not be expanded (an EID still being looked up, a loop, too
+	// many hops), Loops those refused for an RLOC twice; Reexpanded the
+	// entries installed again because an EID of theirs changed.
+	Unexpanded, Loops, Reexpanded uint64
+	// Stateful binding: FlowEvents counts the new subflows the data
+	// plane reported, FlowRequests the stateful Map-Requests for them
+	// (tries not included), FlowPinned the subflows pinned to the ELP
+	// their ETR chose, FlowUnbound those left where they were (the
+	// answer bound nothing, or its ELP never came); the requests that
+	// had no answer count in Failed.
+	FlowEvents, FlowRequests, FlowPinned, FlowUnbound uint64
 	// Entries is the number of entries now, Pending the requests in flight.
 	Entries, Pending int
 }
@@ -104,16 +122,19 @@ func (c *Cache) Counters() Counters {
 		SendErrors: k.sendErrors.Load(), Replies: k.replies.Load(), Unsolicited: k.unsolicited.Load(),
 		UnusableLocators: k.unusableLocators.Load(),
 		SMRs:             k.smrs.Load(), SMRIgnored: k.smrIgnored.Load(), SMRLimited: k.smrLimited.Load(),
-		SMRInvoked: k.smrInvoked.Load(), Expired: k.expired.Load(), Evicted: k.evicted.Load(),
+		SMRInvoked: k.smrInvoked.Load(), SMRInFlight: k.smrInFlight.Load(), Expired: k.expired.Load(), Evicted: k.evicted.Load(),
 		Full: k.full.Load(), Reinstalled: k.reinstalled.Load(),
 		PutErrors: k.putErrors.Load(), DeleteErrors: k.deleteErrors.Load(), Adopted: k.adopted.Load(),
+		Unexpanded: k.unexpanded.Load(), Loops: k.loops.Load(), Reexpanded: k.reexpanded.Load(),
+		FlowEvents: k.flowEvents.Load(), FlowRequests: k.flowRequests.Load(), FlowPinned: k.flowPinned.Load(),
+		FlowUnbound: k.flowUnbound.Load(),
 	}
 	for i := range out.Records {
 		out.Records[i] = k.records[i].Load()
 	}
 	out.Hold = k.hold.snapshot()
 	c.mu.Lock()
-	out.Entries, out.Pending, out.Hold.Now = c.entries.Len(), len(c.pending), c.heldTotal
+	out.Entries, out.Pending, out.Hold.Now = c.entries.Len(), len(c.pending)+len(c.flows), c.heldTotal
 	c.mu.Unlock()
 	return out
 }
@@ -146,9 +167,14 @@ type Path struct {
 	Priority uint8 `json:"priority"`
 	Weight   uint8 `json:"weight"`
 	// Reachable is the locator's R bit in the Map-Reply; Up whether the
-	// data plane may use the path (R and every hop reachable).
-	Reachable bool `json:"reachable"`
-	Up        bool `json:"up"`
+	// data plane may use the path (R, its Lookup hops expanded and the
+	// hops it must use reachable), and Down why not, beyond those.
+	Reachable bool   `json:"reachable"`
+	Up        bool   `json:"up"`
+	Down      string `json:"down,omitempty"`
+	// Expanded are the hops the data plane takes, when they are not
+	// Hops: Lookup hops expanded, hops found down gone around.
+	Expanded []string `json:"expanded,omitempty"`
 }
 
 // Hop is one hop of a path: the RLOC of a plain locator, or a hop of an
@@ -189,7 +215,7 @@ func (c *Cache) Snapshot() []Entry {
 			se.TTLLeft = int64(max(e.expires.Sub(now), 0) / time.Second)
 		}
 		for _, p := range e.paths {
-			se.Paths = append(se.Paths, c.pathStatus(p))
+			se.Paths = append(se.Paths, c.pathStatus(key.IID, p))
 		}
 		all = append(all, keyed{key, se})
 	}
@@ -205,11 +231,18 @@ func (c *Cache) Snapshot() []Entry {
 	return out
 }
 
-func (c *Cache) pathStatus(p path) Path {
-	sp := Path{Priority: p.priority, Weight: p.weight, Reachable: p.reachable, Up: p.up(c.reachable)}
+// pathStatus is p's status. The caller holds the lock.
+func (c *Cache) pathStatus(iid uint32, p path) Path {
+	l := c.layout(iid, p)
+	sp := Path{Priority: p.priority, Weight: p.weight, Reachable: p.reachable, Up: l.up, Down: l.why}
+	if !slices.EqualFunc(l.hops, p.hops, func(a, b dataplane.Hop) bool { return a == b }) {
+		for _, h := range l.hops {
+			sp.Expanded = append(sp.Expanded, h.Addr.String())
+		}
+	}
 	for _, h := range p.hops {
 		sh := Hop{Address: h.Addr.String(), Lookup: h.Lookup, Probe: h.Probe, Strict: h.Strict,
-			Up: !probed(h) || c.reachable(h.Addr)}
+			Up: !c.probed(h, len(p.hops)) || c.reachable(h.Addr)}
 		if c.rtt != nil {
 			if rtt, ok := c.rtt(h.Addr); ok {
 				sh.RTT = float64(rtt) / float64(time.Millisecond)

@@ -88,6 +88,7 @@ type counters struct {
 	expired   atomic.Uint64
 	// Unsolicited Map-Notifies: first sends, retransmissions, given up.
 	unsolicited, retransmits, unacknowledged atomic.Uint64
+	pushes                                   atomic.Uint64
 	acks                                     [numAckResults]atomic.Uint64
 }
 
@@ -131,6 +132,9 @@ type Counters struct {
 	// Map-Notify-Acks by result.
 	Unsolicited, Retransmits, Unacknowledged uint64
 	Acks                                     [numAckResults]uint64
+	// Pushes counts the Map-Notifies of the te role's sets sent (first
+	// sends; retransmissions count in Retransmits).
+	Pushes uint64
 	// Registrations is the number of EID-prefixes registered now.
 	Registrations int
 }
@@ -146,6 +150,7 @@ func (s *Server) Counters() Counters {
 	c.Unsolicited = s.counter.unsolicited.Load()
 	c.Retransmits = s.counter.retransmits.Load()
 	c.Unacknowledged = s.counter.unacknowledged.Load()
+	c.Pushes = s.counter.pushes.Load()
 	for i := range c.Acks {
 		c.Acks[i] = s.counter.acks[i].Load()
 	}

@@ -34,6 +34,7 @@ func retransmitAfter(sends int) time.Duration {
 // pendingNotify is an unsolicited Map-Notify awaiting its Map-Notify-Ack.
 type pendingNotify struct {
 	etr   *ETR
+	push  bool // the te role's sets (push.go), not merged locators
 	nonce uint64
 	msg   []byte // signed: sent again as it is
 	sends int
@@ -76,12 +77,13 @@ func (s *Server) notifyMerged(reg *Registration, cause *ETR, now time.Time, out 
 func (s *Server) encodeNotify(reg *Registration, e *ETR) ([]byte, uint64, error) {
 	rec := reg.Record
 	rec.TTL = e.Record.TTL
-	n := lisp.MapNotify{
-		Nonce:   control.Nonce(),
-		Auth:    lisp.Auth{KeyID: e.KeyID, Algorithm: e.alg},
-		Records: []lisp.MapRecord{rec},
-		XTRID:   e.XTRID,
-	}
+	return s.encodeFor(reg, e, []lisp.MapRecord{rec})
+}
+
+// encodeFor builds an unsolicited Map-Notify of records for e: a new
+// nonce, e's xTR-ID, signed with the key e registered with.
+func (s *Server) encodeFor(reg *Registration, e *ETR, records []lisp.MapRecord) ([]byte, uint64, error) {
+	n := lisp.MapNotify{Nonce: control.Nonce(), Auth: lisp.Auth{KeyID: e.KeyID, Algorithm: e.alg}, Records: records, XTRID: e.XTRID}
 	if e.alg == lisp.AuthNone {
 		b, err := n.AppendBinary(nil)
 		return b, n.Nonce, err
@@ -114,13 +116,23 @@ func signNotify(n *lisp.MapNotify, auth *lisp.Authenticator, b []byte) ([]byte, 
 // with the message.
 var unsigned [32]byte
 
-// stopNotify forgets e's unacknowledged Map-Notify. The caller holds the
-// write lock.
-func (s *Server) stopNotify(e *ETR) {
-	if p := e.notify; p != nil {
-		delete(s.notifying, p.nonce)
-		s.notifies.Remove(p)
-		e.notify = nil
+// stopNotify forgets e's unacknowledged Map-Notify of merged locators.
+// The caller holds the write lock.
+func (s *Server) stopNotify(e *ETR) { s.stop(e.notify) }
+
+// stop forgets an unacknowledged Map-Notify, nil or not. The caller
+// holds the write lock.
+func (s *Server) stop(p *pendingNotify) {
+	if p == nil {
+		return
+	}
+	delete(s.notifying, p.nonce)
+	s.notifies.Remove(p)
+	switch {
+	case p.push:
+		p.etr.push = slices.DeleteFunc(p.etr.push, func(q *pendingNotify) bool { return q == p })
+	case p.etr.notify == p:
+		p.etr.notify = nil
 	}
 }
 
@@ -141,8 +153,7 @@ func (s *Server) NotifyDue(send control.Sender) {
 			break
 		}
 		if p.sends >= notifySends {
-			delete(s.notifying, p.nonce)
-			p.etr.notify = nil
+			s.stop(p)
 			s.counter.unacknowledged.Add(1)
 			s.log.Warn("Map-Notify unacknowledged", "to", p.etr.Source, "eid", p.etr.reg.EID, "sends", p.sends)
 			continue
@@ -189,7 +200,7 @@ func (s *Server) HandleNotifyAck(raw []byte, src netip.AddrPort) {
 		}
 		return
 	}
-	s.stopNotify(p.etr)
+	s.stop(p)
 	s.counter.acks[AckAccepted].Add(1)
 }
 

@@ -102,6 +102,7 @@ type ETR struct {
 
 	alg    lisp.AuthAlgorithm // of the key it registered with
 	notify *pendingNotify     // an unsolicited Map-Notify it has not acknowledged
+	push   []*pendingNotify   // the te role's sets it has not acknowledged
 	reg    *Registration      // for the expiry queue
 	deadlines.Slot
 }

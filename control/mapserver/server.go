@@ -81,7 +81,7 @@ func (s *Server) Resolve(iid uint32, eid netip.Addr) mapping.Answer {
 		if reg.Proxy {
 			return mapping.Answer{Kind: mapping.Mapping, EID: reg.EID, Record: reg.Record, Wire: reg.wire}
 		}
-		return mapping.Answer{Kind: mapping.Forward, EID: reg.EID, ETR: reg.forwardTo()}
+		return mapping.Answer{Kind: mapping.Forward, EID: reg.EID, ETR: reg.forwardTo(), Record: reg.Record}
 	}
 	if site, _, ok := s.sitePrefixes.Covering(mapping.HostEID(iid, eid)); ok {
 		return mapping.Answer{Kind: mapping.Unregistered, EID: s.regs.Gap(site, eid)}
@@ -207,7 +207,7 @@ func (s *Server) apply(site *Site, m *lisp.MapRegister, eids []mapping.EID, src 
 			ProxyReply: m.ProxyReply, Merge: m.MergeRequest, KeyID: m.Auth.KeyID,
 			First: etr.First, Last: now, Expires: now.Add(s.lifetime(m, rec)),
 			Registers: etr.Registers + 1, WantedNotify: m.WantMapNotify,
-			reg: reg, Slot: etr.Slot, alg: m.Auth.Algorithm, notify: etr.notify,
+			reg: reg, Slot: etr.Slot, alg: m.Auth.Algorithm, notify: etr.notify, push: etr.push,
 		}
 		// Without the merge bit the ETR's set is the whole set (RFC 9301:
 		// each ETR registers all of the site's locators); with it, it
@@ -230,6 +230,7 @@ func (s *Server) drop(reg *Registration, gone []*ETR) {
 	for _, e := range gone {
 		s.expiry.Remove(e)
 		s.stopNotify(e)
+		s.stopPushes(e)
 	}
 	if len(reg.ETRs) == 0 {
 		s.regs.Delete(reg.EID)

@@ -21,44 +21,17 @@ import (
 // the role's answers at most; for a prefix of no xTR the role knows,
 // the registered mapping as it is.
 func (e *Engine) Engineer(q resolver.Question) (lisp.MapRecord, bool) {
-	now := e.now()
-	e.mu.Lock()
-	t := e.byEID[q.Answer.EID]
-	if t == nil && now.Sub(e.learnt) >= relearn {
-		// Registered since the role last looked: a site's first
-		// requests come right after it registers.
-		e.mu.Unlock()
-		e.learn()
-		e.mu.Lock()
-		t = e.byEID[q.Answer.EID]
-	}
+	t, p := e.ask(q)
 	if t == nil {
-		e.mu.Unlock()
-		return lisp.MapRecord{}, false
+		// A prefix registered since the role last read the
+		// registrations, a moment ago: its ITR is solicited once the
+		// role knows it, and asks again no later than the role's TTL.
+		rec := q.Answer.Record
+		rec.TTL = min(rec.TTL, uint32(e.cfg.TTL.Minutes()))
+		return rec, true
 	}
-	src := e.requester(q.Request, q.From)
-	var p *pair
-	if src != nil && src.role == "xtr" && src != t {
-		k := pairKey{src.name, t.name}
-		if p = e.pairs[k]; p == nil {
-			p = &pair{key: k, tracker: te.NewTracker(e.hyst)}
-			e.pairs[k] = p
-		}
-		p.lastAsked = now
-		if len(p.set) == 0 && now.Sub(p.computed) >= time.Second {
-			e.mu.Unlock()
-			e.Refresh(func(x *pair) bool { return x == p })
-			e.mu.Lock()
-		}
-	}
-	// Known routers are solicited when the mapping changes; this one
-	// asks after any change its own request made.
+	e.mu.Lock()
 	d := e.dest(t.name)
-	if src != nil {
-		if at, ok := control.ReplyAddr(q.Request.ITRRLOCs, q.From.Addr()); ok {
-			d.askers[asker{at.Unmap(), q.Answer.EID}] = now
-		}
-	}
 	if d.slots.Len() == 0 {
 		// No ELPs yet: the registered mapping, for no longer than the
 		// role's answers, so that the ITR asks again should an SMR be
@@ -77,6 +50,61 @@ func (e *Engine) Engineer(q resolver.Question) (lisp.MapRecord, bool) {
 		e.counter.answersAll.Add(1)
 	}
 	return rec, true
+}
+
+// ask learns what a Map-Request for a registered prefix says: the xTR
+// the prefix is of (the registrations read again if the role does not
+// know it), the pair of the source xTR that asks (its set computed at
+// its first request), and the router that asked, which is solicited when
+// the prefix's mapping changes. It returns the xTR, nil for a prefix of
+// no xTR the role knows, and the pair, nil when the requester is no
+// source xTR.
+func (e *Engine) ask(q resolver.Question) (*node, *pair) {
+	now := e.now()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	t := e.byEID[q.Answer.EID]
+	if t == nil && now.Sub(e.learnt) >= relearn {
+		// Registered since the role last looked: a site's first
+		// requests come right after it registers.
+		e.mu.Unlock()
+		e.learn()
+		e.mu.Lock()
+		t = e.byEID[q.Answer.EID]
+	}
+	src := e.requester(q.Request, q.From)
+	if t == nil {
+		if at, ok := control.ReplyAddr(q.Request.ITRRLOCs, q.From.Addr()); ok && len(e.unknown) < maxUnknown {
+			u := unknownAsk{seen: now}
+			if src != nil {
+				u.src = src.name
+			}
+			e.unknown[asker{at.Unmap(), q.Answer.EID}] = u
+		}
+		return nil, nil
+	}
+	var p *pair
+	if src != nil && src.role == "xtr" && src != t {
+		k := pairKey{src.name, t.name}
+		if p = e.pairs[k]; p == nil {
+			p = &pair{key: k, tracker: te.NewTracker(e.hyst)}
+			e.pairs[k] = p
+		}
+		p.lastAsked = now
+		if len(p.set) == 0 && now.Sub(p.computed) >= time.Second {
+			e.mu.Unlock()
+			e.Refresh(func(x *pair) bool { return x == p })
+			e.mu.Lock()
+		}
+	}
+	// Known routers are solicited when the mapping changes; this one
+	// asks after any change its own request made.
+	if src != nil {
+		if at, ok := control.ReplyAddr(q.Request.ITRRLOCs, q.From.Addr()); ok {
+			e.dest(t.name).askers[asker{at.Unmap(), q.Answer.EID}] = now
+		}
+	}
+	return t, p
 }
 
 // record is the registered record with the destination's slots as its
@@ -133,3 +161,39 @@ func elpAddress(hops []netip.Addr) lisp.Address {
 // relearn is how often a Map-Request for a prefix the role does not know
 // may have it look at the registrations again.
 const relearn = 100 * time.Millisecond
+
+// maxUnknown bounds the routers remembered for prefixes the role does
+// not know yet.
+const maxUnknown = 4096
+
+// unknownAsk is a request for a prefix the role did not know: when, and
+// the node it came from, if the role knew that.
+type unknownAsk struct {
+	src  string
+	seen time.Time
+}
+
+// adoptUnknown takes in the requests for prefixes the role did not know,
+// once it knows them: their routers become askers of the destination,
+// solicited when its ELPs come, and a source xTR's pair is made, to be
+// computed at the next reading. Those it still does not know after three
+// TTLs are forgotten. The caller holds the lock.
+func (e *Engine) adoptUnknown(now time.Time) {
+	for a, u := range e.unknown {
+		t := e.byEID[a.eid]
+		if t == nil {
+			if now.Sub(u.seen) > 3*e.cfg.TTL.Duration {
+				delete(e.unknown, a)
+			}
+			continue
+		}
+		delete(e.unknown, a)
+		e.dest(t.name).askers[a] = u.seen
+		if src := e.nodes[u.src]; src != nil && src.role == "xtr" && src != t {
+			k := pairKey{src.name, t.name}
+			if e.pairs[k] == nil {
+				e.pairs[k] = &pair{key: k, tracker: te.NewTracker(e.hyst), lastAsked: u.seen}
+			}
+		}
+	}
+}

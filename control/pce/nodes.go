@@ -107,6 +107,7 @@ func (e *Engine) learn() {
 		}
 	}
 	e.index()
+	e.adoptUnknown(now)
 }
 
 // configuredOwner is the configured node that has one of addrs.

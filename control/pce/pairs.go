@@ -10,6 +10,7 @@ import (
 
 	"github.com/amptcp/amptcp/config"
 	"github.com/amptcp/amptcp/control"
+	"github.com/amptcp/amptcp/lisp"
 	"github.com/amptcp/amptcp/mapping"
 	"github.com/amptcp/amptcp/te"
 )
@@ -51,11 +52,21 @@ func (p elp) key() string {
 	return b.String()
 }
 
-// dest is a destination xTR: the ELPs of its slots, and the routers that
-// asked for its prefixes, which get an SMR when the slots change.
+// dest is a destination xTR: the ELPs of its slots, the routers that
+// asked for its prefixes, which get an SMR when the slots change, and its
+// prefixes whose requests are forwarded to it (with their registered
+// records), whose sets it is sent (push.go).
 type dest struct {
-	slots  te.Slots[elp]
-	askers map[asker]time.Time
+	slots     te.Slots[elp]
+	askers    map[asker]time.Time
+	forwarded map[mapping.EID]lisp.MapRecord
+	pushed    map[mapping.EID]pushed
+}
+
+// pushed is what a prefix's ETR was last sent, and when.
+type pushed struct {
+	digest string
+	at     time.Time
 }
 
 type asker struct {
@@ -67,8 +78,10 @@ func (e *Engine) dest(name string) *dest {
 	d := e.dests[name]
 	if d == nil {
 		d = &dest{
-			slots:  te.Slots[elp]{Max: config.MaxPaths, Linger: e.cfg.TTL.Duration + time.Minute},
-			askers: map[asker]time.Time{},
+			slots:     te.Slots[elp]{Max: config.MaxPaths, Linger: e.cfg.TTL.Duration + time.Minute},
+			askers:    map[asker]time.Time{},
+			forwarded: map[mapping.EID]lisp.MapRecord{},
+			pushed:    map[mapping.EID]pushed{},
 		}
 		e.dests[name] = d
 	}
@@ -204,8 +217,12 @@ func (e *Engine) Refresh(only func(*pair) bool) {
 			smrs = append(smrs, e.evaluate(now, s, p, results[i])...)
 		}
 	}
+	// The ETRs that answer for themselves get the sets before the
+	// routers are solicited to ask them again.
+	pushes, more := e.pushAll(now)
 	e.mu.Unlock()
-	e.solicit(smrs)
+	e.push(pushes)
+	e.solicit(append(smrs, more...))
 }
 
 // evaluate weighs a pair's new set against the one in use and installs
@@ -449,22 +466,28 @@ func (e *Engine) expire(now time.Time) {
 				delete(d.askers, a)
 			}
 		}
-		if d.slots.Len() == 0 && len(d.askers) == 0 {
+		if d.slots.Len() == 0 && len(d.askers) == 0 && len(d.forwarded) == 0 {
 			delete(e.dests, name)
 		}
 	}
 }
 
 // solicit sends an SMR to each router that asked for a prefix whose
-// mapping changed, so that it asks again now rather than at the end of
-// its TTL: a new slot must be known at every RTR before an ITR sends on
-// it.
+// mapping changed, once, so that it asks again now rather than at the
+// end of its TTL: a new slot must be known at every RTR before an ITR
+// sends on it.
 func (e *Engine) solicit(to []asker) {
 	if len(to) == 0 || e.send == nil {
 		return
 	}
 	rlocs := e.localRLOCs()
-	for _, a := range to {
+	slices.SortFunc(to, func(a, b asker) int {
+		if c := a.addr.Compare(b.addr); c != 0 {
+			return c
+		}
+		return compareEIDs(a.eid, b.eid)
+	})
+	for _, a := range slices.Compact(to) {
 		b, err := control.EncodeSMR(a.eid, 0, netip.Addr{}, rlocs, a.addr)
 		if err != nil {
 			e.log.Debug("cannot build SMR", "eid", a.eid, "to", a.addr, "error", err)

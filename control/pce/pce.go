@@ -24,6 +24,7 @@ import (
 	"github.com/amptcp/amptcp/config"
 	"github.com/amptcp/amptcp/control"
 	"github.com/amptcp/amptcp/control/mapserver"
+	"github.com/amptcp/amptcp/lisp"
 	"github.com/amptcp/amptcp/mapping"
 	"github.com/amptcp/amptcp/te"
 )
@@ -35,6 +36,10 @@ type Options struct {
 	Registrations func() []mapserver.Registered
 	// Fetch reads a node's metrics; nil reads them over HTTP.
 	Fetch func(ctx context.Context, url string) ([]Row, error)
+	// Push has the map-server send the ETRs of a prefix that answer
+	// for themselves the records of its sets (mapserver.Push), and says
+	// how many ETRs it sent to; nil without a map-server.
+	Push func(eid mapping.EID, records []lisp.MapRecord) int
 	// Sender sends the Solicit-Map-Requests, from LocalRLOCs.
 	Sender     control.Sender
 	LocalRLOCs func() []netip.Addr
@@ -49,6 +54,7 @@ type Engine struct {
 	regs       func() []mapserver.Registered
 	fetch      func(ctx context.Context, url string) ([]Row, error)
 	send       control.Sender
+	pushFn     func(eid mapping.EID, records []lisp.MapRecord) int
 	localRLOCs func() []netip.Addr
 	log        *slog.Logger
 	now        func() time.Time
@@ -64,6 +70,7 @@ type Engine struct {
 	snap    *snapshot             // the graph of the latest RTTs
 	pairs   map[pairKey]*pair
 	dests   map[string]*dest
+	unknown map[asker]unknownAsk // requests for prefixes the role did not know
 	counter counters
 }
 
@@ -80,6 +87,7 @@ func New(cfg *config.TE, opts Options) *Engine {
 		regs:       opts.Registrations,
 		fetch:      opts.Fetch,
 		send:       opts.Sender,
+		pushFn:     opts.Push,
 		localRLOCs: opts.LocalRLOCs,
 		log:        log.With("component", "te"),
 		now:        time.Now,
@@ -90,6 +98,7 @@ func New(cfg *config.TE, opts Options) *Engine {
 		sites:      mapping.NewTable[*node](),
 		pairs:      map[pairKey]*pair{},
 		dests:      map[string]*dest{},
+		unknown:    map[asker]unknownAsk{},
 	}
 	if e.fetch == nil {
 		client := &http.Client{Timeout: min(cfg.CollectInterval.Duration, 2*time.Second)}

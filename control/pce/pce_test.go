@@ -327,18 +327,24 @@ func TestUnknownAndUnengineered(t *testing.T) {
 	o.regs = o.regs[:1]
 	o.mu.Unlock()
 	e.Collect(context.Background()) // b is gone
-	if _, ok := ask(t, e, addrOf["xs"], ""); ok {
-		t.Error("an answer for a prefix no xTR the role knows registered")
+	if rec, ok := ask(t, e, addrOf["xs"], ""); !ok || rec.TTL != 5 || len(rec.Locators) != 1 {
+		t.Errorf("a prefix no xTR the role knows registered: %v %v ttl %d, want the registered mapping for the role's TTL",
+			ok, locators(rec), rec.TTL)
 	}
+	// b registers again and is asked for before the role reads the
+	// registrations again (within relearn of its last reading): the
+	// registered mapping, for the role's TTL.
 	o.mu.Lock()
 	o.regs = append(o.regs, registered("b", "xd", "10.2.0.0/24"))
 	o.mu.Unlock()
-	*now = now.Add(time.Second)
 	o.smrs()
 	if rec, ok := ask(t, e, addrOf["xs"], ""); !ok || rec.TTL != 5 || len(rec.Locators) != 1 {
 		t.Errorf("b registered again, asked at once: %v %v", ok, locators(rec))
 	}
-	// Its ELPs at the next reading, and an SMR to the ITR that asked.
+	// At the next reading the role learns b and xs's pair, then computes
+	// its ELPs and solicits the ITR that asked.
+	*now = now.Add(time.Second)
+	e.Collect(context.Background())
 	e.Collect(context.Background())
 	if smrs := o.smrs(); len(smrs) != 1 || smrs[0].Addr().String() != addrOf["xs"] {
 		t.Errorf("SMRs %v, want one to xs", smrs)

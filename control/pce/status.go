@@ -13,7 +13,7 @@ type counters struct {
 	scrapes, scrapeErrors     atomic.Uint64
 	computations, changes     atomic.Uint64
 	answersMasked, answersAll atomic.Uint64
-	smrs, slotsFull           atomic.Uint64
+	smrs, slotsFull, pushes   atomic.Uint64
 }
 
 // Status is what `lispd status` shows of the te role: the nodes, the RTT
@@ -84,10 +84,19 @@ type ELPStatus struct {
 	RTT    float64  `json:"rtt_ms"`
 }
 
-// DestStatus is a destination's path slots, in the order of its replies.
+// DestStatus is a destination's path slots, in the order of its replies,
+// and, for its prefixes whose ETR answers for itself, when it was last
+// sent its sets.
 type DestStatus struct {
-	Name  string       `json:"name"`
-	Slots []SlotStatus `json:"slots"`
+	Name   string       `json:"name"`
+	Slots  []SlotStatus `json:"slots"`
+	Pushed []PushStatus `json:"pushed,omitempty"`
+}
+
+// PushStatus is when a prefix's ETR was last sent the sets.
+type PushStatus struct {
+	EID string    `json:"eid"`
+	At  time.Time `json:"at"`
 }
 
 // SlotStatus is a slot: its ELP's hops and sources, or since when no
@@ -106,9 +115,11 @@ type Counters struct {
 	// Computations the sets computed, Changes those adopted; Answers the
 	// Map-Replies engineered, to a source with its set (masked) or with
 	// every ELP in use; SMRs the Solicit-Map-Requests sent; SlotsFull
-	// the sets not adopted for want of a path slot.
+	// the sets not adopted for want of a path slot; Pushes the sets sent
+	// to ETRs that answer for themselves (per ETR and prefix).
 	Scrapes, ScrapeErrors, Computations, Changes uint64
 	AnswersMasked, AnswersAll, SMRs, SlotsFull   uint64
+	Pushes                                       uint64
 	Matrix                                       []Link
 	Sets                                         []SetGauge
 }
@@ -172,7 +183,11 @@ func (e *Engine) Status() Status {
 			}
 			ds.Slots = append(ds.Slots, ss)
 		}
-		if len(ds.Slots) > 0 {
+		d := e.dests[name]
+		for _, eid := range slices.SortedFunc(maps.Keys(d.pushed), compareEIDs) {
+			ds.Pushed = append(ds.Pushed, PushStatus{EID: eid.String(), At: d.pushed[eid].at})
+		}
+		if len(ds.Slots) > 0 || len(ds.Pushed) > 0 {
 			st.Destinations = append(st.Destinations, ds)
 		}
 	}
@@ -211,7 +226,7 @@ func (e *Engine) counters() Counters {
 		Nodes: len(e.nodes), Vertices: e.snap.g.Nodes(), Edges: e.snap.g.Edges(), Pairs: len(e.pairs),
 		Scrapes: k.scrapes.Load(), ScrapeErrors: k.scrapeErrors.Load(), Computations: k.computations.Load(),
 		Changes: k.changes.Load(), AnswersMasked: k.answersMasked.Load(), AnswersAll: k.answersAll.Load(),
-		SMRs: k.smrs.Load(), SlotsFull: k.slotsFull.Load(),
+		SMRs: k.smrs.Load(), SlotsFull: k.slotsFull.Load(), Pushes: k.pushes.Load(),
 		Matrix: e.matrix(),
 	}
 	now := e.now()

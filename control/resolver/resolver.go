@@ -38,9 +38,12 @@ type Resolver struct {
 
 // Engineer gives, for the one who asks, the mapping a Map-Reply carries
 // in place of the registered one: the te role's sets of ELPs. It says
-// false to leave the registered mapping.
+// false to leave the registered mapping. It is told of the requests
+// forwarded to ETRs that answer for themselves too (Forwarded), whose
+// answers it cannot change but whose ETRs it may tell what to answer.
 type Engineer interface {
 	Engineer(q Question) (lisp.MapRecord, bool)
+	Forwarded(q Question)
 }
 
 // Question is a Map-Request's record that the mapping system answers
@@ -108,7 +111,7 @@ func (r *Resolver) HandleECM(raw []byte, ecm *lisp.ECM, src netip.AddrPort, out 
 	answers := room[:0]
 	forwarded := false
 	for _, rec := range req.Records {
-		iid, eid, ok := requestedEID(rec.EID)
+		iid, eid, ok := control.EIDOf(rec.EID)
 		if !ok {
 			r.counter.drop(UnsupportedEID)
 			continue
@@ -123,6 +126,9 @@ func (r *Resolver) HandleECM(raw []byte, ecm *lisp.ECM, src netip.AddrPort, out 
 			}
 			r.counter.mappings.Add(1)
 		case mapping.Forward:
+			if r.engineer != nil {
+				r.engineer.Forwarded(Question{Answer: ans, Request: req, From: src})
+			}
 			if !forwarded {
 				r.forward(raw, ans.ETR, out)
 				forwarded = true
@@ -207,14 +213,4 @@ func replyAddr(req *lisp.MapRequest, from netip.Addr) (netip.Addr, bool) {
 		}
 	}
 	return first, first.IsValid()
-}
-
-// requestedEID reads the address a Map-Request record asks about.
-func requestedEID(a lisp.Address) (uint32, netip.Addr, bool) {
-	var iid uint32
-	if l, ok := a.LCAF().(*lisp.InstanceID); ok {
-		iid, a = l.IID, l.Address
-	}
-	ip := a.IP()
-	return iid, ip, ip.IsValid()
 }

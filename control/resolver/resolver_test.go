@@ -119,6 +119,41 @@ func TestForwardSetsToETR(t *testing.T) {
 	}
 }
 
+// engineer records what the map-resolver asks and tells it.
+type engineer struct{ asked, told []Question }
+
+func (e *engineer) Engineer(q Question) (lisp.MapRecord, bool) {
+	e.asked = append(e.asked, q)
+	return lisp.MapRecord{}, false
+}
+
+func (e *engineer) Forwarded(q Question) { e.told = append(e.told, q) }
+
+// A stateful request (the subflow's flow around the EID) is resolved
+// for its EID, forwarded as it is, and the engineer told; a proxied
+// prefix's answer is the engineer's to change.
+func TestStatefulRequestForwarded(t *testing.T) {
+	r := newResolver(t, "")
+	en := &engineer{}
+	r.SetEngineer(en)
+	var out control.Outbox
+	f := control.Flow{Protocol: 6, Source: netip.MustParseAddrPort("10.9.0.1:40000"), Dest: netip.MustParseAddrPort("10.2.0.1:80")}
+	raw, e := ecm(t, control.FlowAddress(f), lisp.MustParseAddress("192.0.2.1"))
+	r.HandleECM(raw, e, itr, &out)
+	if dst, b := out.At(0); out.Len() != 1 || dst != netip.AddrPortFrom(etrAddr, 4342) || string(b[1:]) != string(raw[1:]) {
+		t.Fatalf("forwarded %d datagrams to %s", out.Len(), dst)
+	}
+	if len(en.told) != 1 || en.told[0].Answer.Kind != mapping.Forward || len(en.asked) != 0 {
+		t.Errorf("engineer asked %d, told %+v", len(en.asked), en.told)
+	}
+	out.Reset()
+	raw, e = ecm(t, lisp.MustParseAddress("10.1.0.1"), lisp.MustParseAddress("192.0.2.1"))
+	r.HandleECM(raw, e, itr, &out)
+	if len(en.asked) != 1 || en.asked[0].Answer.Kind != mapping.Mapping {
+		t.Errorf("engineer asked %+v", en.asked)
+	}
+}
+
 func TestNegativeReplies(t *testing.T) {
 	r := newResolver(t, "map-resolver: {negative-ttl: 15m, unregistered-ttl: 90s}\n")
 	for _, tc := range []struct {

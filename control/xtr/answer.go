@@ -13,7 +13,9 @@ import (
 // ECM (the xtr did not ask it to reply for it), one sent directly, or an
 // RLOC probe. The Map-Reply echoes the nonce and carries, for each EID
 // asked, the record of the longest database mapping that holds it, with
-// the A bit (the ETR is authoritative). A probe gets the probe bit, and
+// the A bit (the ETR is authoritative), or the set the te role gave for
+// the request's source EID (tesets.go). A stateful request for a
+// subflow is answered with its binding (binder.go). A probe gets the probe bit, and
 // for an EID outside the database (as RTRs get them: ITRs probe the hops
 // of ELPs) a record of the EID with no locators and a TTL of 0, so that
 // nothing caches it. The reply goes to the address the request came from
@@ -39,13 +41,23 @@ func (x *XTR) answer(req *lisp.MapRequest, replyPort uint16, src netip.AddrPort,
 	reply := lisp.MapReply{Probe: req.Probe, Nonce: req.Nonce, Records: records[:0]}
 	ours := false
 	x.mu.Lock()
+	if f, ok := control.FlowOf(req.Records[0].EID, req.SourceEID); ok && x.stateful && !req.Probe {
+		if m, found := x.db.Lookup(f.IID, f.Dest.Addr()); found {
+			r := x.answerFlow(req, f, m, netip.AddrPortFrom(itr, replyPort), now, out)
+			if r != RequestRTRUnbound {
+				x.remember(m.eid, itr, req.SourceEID, now)
+			}
+			x.mu.Unlock()
+			return r
+		}
+	}
 	for _, rec := range req.Records {
 		iid, eid, ok := control.EIDOf(rec.EID)
 		if !ok {
 			continue
 		}
 		if m, found := x.db.Lookup(iid, eid.Unmap()); found {
-			reply.Records = append(reply.Records, m.record)
+			reply.Records = append(reply.Records, x.recordFor(m, req.SourceEID, now))
 			ours = true
 			if !req.Probe {
 				x.remember(m.eid, itr, req.SourceEID, now)

@@ -3,6 +3,8 @@ package xtr
 import (
 	"sync/atomic"
 	"time"
+
+	"github.com/amptcp/amptcp/lisp"
 )
 
 // NotifyResult is what became of a Map-Notify: accepted, or why it was
@@ -17,6 +19,7 @@ const (
 	NotifyWrongKey                     // another key ID or algorithm than the map-server's
 	NotifyAuthFailed                   // the authentication data does not verify
 	NotifyUnsolicited                  // a map-server's news of merged locators: acknowledged
+	NotifyTESets                       // the te role's sets of the site's prefixes: kept, acknowledged
 	numNotifyResults
 )
 
@@ -28,6 +31,7 @@ var notifyNames = [numNotifyResults]string{
 	NotifyWrongKey:        "wrong-key",
 	NotifyAuthFailed:      "auth-failed",
 	NotifyUnsolicited:     "unsolicited",
+	NotifyTESets:          "te-sets",
 }
 
 func (r NotifyResult) String() string { return notifyNames[r] }
@@ -51,6 +55,8 @@ const (
 	RequestNotOurs                         // for no database mapping: not answered
 	RequestNoRecords                       // asks for nothing
 	RequestNoITRRLOC                       // no ITR-RLOC to answer to
+	RequestBound                           // a stateful request: answered with its subflow's ELP
+	RequestRTRUnbound                      // a stateful request of an RTR for a subflow not bound: not answered
 	numRequestResults
 )
 
@@ -61,6 +67,8 @@ var requestNames = [numRequestResults]string{
 	RequestNotOurs:    "not-ours",
 	RequestNoRecords:  "no-records",
 	RequestNoITRRLOC:  "no-itr-rloc",
+	RequestBound:      "bound",
+	RequestRTRUnbound: "rtr-unbound",
 }
 
 func (r RequestResult) String() string { return requestNames[r] }
@@ -76,6 +84,8 @@ func RequestResults() []RequestResult {
 
 type counters struct {
 	registers, failures, smrs, sendErrors atomic.Uint64
+	bound, waited, rtrUnbound             atomic.Uint64
+	ended, expired                        atomic.Uint64
 	notifies                              [numNotifyResults]atomic.Uint64
 	requests                              [numRequestResults]atomic.Uint64
 }
@@ -91,6 +101,14 @@ type Counters struct {
 	Requests [numRequestResults]uint64
 	// SMRs counts the Solicit-Map-Requests sent.
 	SMRs, SendErrors uint64
+	// Stateful binding: Bound counts the subflows bound, Waited the
+	// requests that waited for their subflow's SYN, RTRUnbound the
+	// requests of RTRs for subflows not bound (not answered); Ended the
+	// bindings that ended with their subflow, Expired those nobody asked
+	// for in their TTL or whose subflow never came; Bindings the bindings
+	// now.
+	Bound, Waited, RTRUnbound, Ended, Expired uint64
+	Bindings                                  int
 }
 
 // Counters returns the current counters.
@@ -98,7 +116,12 @@ func (x *XTR) Counters() Counters {
 	c := Counters{
 		Registers: x.counter.registers.Load(), Failures: x.counter.failures.Load(),
 		SMRs: x.counter.smrs.Load(), SendErrors: x.counter.sendErrors.Load(),
+		Bound: x.counter.bound.Load(), Waited: x.counter.waited.Load(), RTRUnbound: x.counter.rtrUnbound.Load(),
+		Ended: x.counter.ended.Load(), Expired: x.counter.expired.Load(),
 	}
+	x.mu.Lock()
+	c.Bindings = len(x.bindings)
+	x.mu.Unlock()
 	for i := range c.Notifies {
 		c.Notifies[i] = x.counter.notifies[i].Load()
 	}
@@ -115,6 +138,8 @@ type Status struct {
 	MapServers []MapServerStatus `json:"map_servers"`
 	// ITRs is how many ITRs asked for a mapping lately: SMRs go to them.
 	ITRs int `json:"recent_itrs"`
+	// Bindings are the subflows bound to ELPs (stateful binding).
+	Bindings []BindingStatus `json:"bindings,omitempty"`
 }
 
 // MappingStatus is a database mapping.
@@ -122,6 +147,15 @@ type MappingStatus struct {
 	EID      string          `json:"eid"`
 	TTL      string          `json:"ttl"`
 	Locators []LocatorStatus `json:"locators"`
+	// Sets are the te role's, by source prefix (0/0: anyone else).
+	Sets []SetStatus `json:"te_sets,omitempty"`
+}
+
+// SetStatus is the te role's set of a mapping for a source.
+type SetStatus struct {
+	Source   string          `json:"source"`
+	Locators []LocatorStatus `json:"locators"`
+	Expires  time.Time       `json:"expires"`
 }
 
 // LocatorStatus is a locator of a database mapping: an RLOC or an ELP,
@@ -162,13 +196,11 @@ type MapServerStatus struct {
 func (x *XTR) Status() Status {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	st := Status{ITRs: len(x.itrs)}
+	st := Status{ITRs: len(x.itrs), Bindings: x.bindingStatus()}
 	for _, m := range x.mappings {
-		ms := MappingStatus{EID: m.eid.String(), TTL: m.cfg.TTL.String()}
-		for _, l := range m.record.Locators {
-			ms.Locators = append(ms.Locators, LocatorStatus{
-				Address: l.Address.String(), Priority: l.Priority, Weight: l.Weight, Reachable: l.Reachable,
-			})
+		ms := MappingStatus{EID: m.eid.String(), TTL: m.cfg.TTL.String(), Locators: locatorStatus(m.record.Locators)}
+		for _, set := range x.sets[m.eid] {
+			ms.Sets = append(ms.Sets, SetStatus{Source: set.source.String(), Locators: locatorStatus(set.record.Locators), Expires: set.expires})
 		}
 		st.Mappings = append(st.Mappings, ms)
 	}
@@ -192,4 +224,12 @@ func (x *XTR) Status() Status {
 		st.MapServers = append(st.MapServers, ss)
 	}
 	return st
+}
+
+func locatorStatus(locs []lisp.Locator) []LocatorStatus {
+	out := make([]LocatorStatus, len(locs))
+	for i, l := range locs {
+		out[i] = LocatorStatus{Address: l.Address.String(), Priority: l.Priority, Weight: l.Weight, Reachable: l.Reachable}
+	}
+	return out
 }

@@ -11,18 +11,31 @@ import (
 
 // unsolicited takes a Map-Notify that acknowledges no Map-Register: a
 // map-server sends one to the xTRs of a merged registration when the
-// merged locators change (RFC 9301 §5.7), and sends it again until it is
-// acknowledged. It is acknowledged when it verifies with the key of one of
-// the xtr's map-servers, carries this xTR's xTR-ID (or none, as this xTR),
-// and its records are the site's EID-prefixes: with a Map-Notify-Ack of
-// the same nonce, records and xTR-ID, signed with that key, to that
-// map-server's address (not to whoever the datagram claims to be from).
-// It changes nothing here: the xTR registers its own part, and the
-// mapping system has the merged set. Anything else is refused as a
-// Map-Notify of an unknown nonce. The caller holds the lock.
+// merged locators change (RFC 9301 §5.7), and its te role one with the
+// sets of ELPs the site's prefixes are to be answered with (tesets.go),
+// each again until it is acknowledged. It is acknowledged when it
+// verifies with the key of one of the xtr's map-servers, carries this
+// xTR's xTR-ID (or none, as this xTR), and its records are the site's
+// EID-prefixes, or source-specific records of them: with a
+// Map-Notify-Ack of the same nonce, records and xTR-ID, signed with that
+// key, to that map-server's address (not to whoever the datagram claims
+// to be from). Merged locators change nothing here: the xTR registers its
+// own part, and the mapping system has the merged set; sets are kept.
+// Anything else is refused as a Map-Notify of an unknown nonce. The
+// caller holds the lock.
 func (x *XTR) unsolicited(m *lisp.MapNotify, raw []byte, src netip.AddrPort, now time.Time, out *control.Outbox) {
 	s := x.signer(m, raw, src)
-	if s == nil || !sameXTRID(m.XTRID, x.xtrID) || !x.ours(m.Records) {
+	kind := NotifyUnsolicited
+	switch {
+	case s == nil || !sameXTRID(m.XTRID, x.xtrID):
+		kind = NotifyUnknownNonce
+	case x.ours(m.Records):
+	case x.takeSets(m.Records, now):
+		kind = NotifyTESets
+	default:
+		kind = NotifyUnknownNonce
+	}
+	if kind == NotifyUnknownNonce {
 		x.refuse(NotifyUnknownNonce, src, "nonce", m.Nonce)
 		return
 	}
@@ -42,11 +55,12 @@ func (x *XTR) unsolicited(m *lisp.MapNotify, raw []byte, src netip.AddrPort, now
 	out.Commit(s.addr, b)
 	s.unsolicited++
 	s.lastUnsolicited = now
-	x.counter.notifies[NotifyUnsolicited].Add(1)
-	// Debug: a captured one can be sent again at will (it changes nothing
-	// and is acknowledged again); the status has the count.
-	x.log.Debug("merged locators from the map-server", "map_server", s.addr, "records", len(m.Records),
-		"locators", len(m.Records[0].Locators))
+	x.counter.notifies[kind].Add(1)
+	// Debug: a captured one can be sent again at will (it changes nothing,
+	// or sets what it set, and is acknowledged again); the status has the
+	// count.
+	x.log.Debug("unsolicited Map-Notify from the map-server", "kind", kind.String(), "map_server", s.addr,
+		"records", len(m.Records), "locators", len(m.Records[0].Locators))
 }
 
 // signer is the map-server whose key m verifies with: the one it came

@@ -36,7 +36,14 @@ type Options struct {
 	Sender     control.Sender
 	// LocalRLOCs are the router's RLOCs: the ITR-RLOCs of its SMRs.
 	LocalRLOCs func() []netip.Addr
-	Log        *slog.Logger
+	// Stateful: the ETR binds the subflows of the stateful Map-Requests
+	// for the site's hosts (mptcp-subflows bind-stateful, binder.go).
+	Stateful bool
+	// Subflow looks a subflow up in the ETR's subflow table, where the
+	// binder learns the subflows' connections and ends; nil: bindings
+	// take the hosts for the connection and end with their TTL.
+	Subflow func(dataplane.Flow) (dataplane.Subflow, bool, error)
+	Log     *slog.Logger
 }
 
 // XTR is the xtr role's control plane. Its methods are safe for
@@ -50,6 +57,8 @@ type XTR struct {
 	interval   time.Duration
 	xtrID      *lisp.XTRID
 	merge      bool // register with the a bit: this xTR's part of the site's locators
+	stateful   bool
+	subflow    func(dataplane.Flow) (dataplane.Subflow, bool, error)
 
 	mu       sync.Mutex
 	mappings []*dbMapping // in configuration order, as registered
@@ -58,6 +67,10 @@ type XTR struct {
 	stamps   control.TimeNonces // the nonces of Map-Registers: they only increase
 	nonces   map[uint64]*server // of the Map-Registers awaiting a Map-Notify
 	itrs     map[itrKey]*itr    // ITRs answered lately, for SMRs
+	sets     map[mapping.EID][]teSet
+	bindings map[control.Flow]*binding
+	waiting  []*waitingAnswer
+	swept    time.Time // when the bindings were last swept
 	counter  counters
 }
 
@@ -86,6 +99,10 @@ func New(cfg *config.XTR, opts Options) (*XTR, error) {
 		db:         mapping.NewTable[*dbMapping](),
 		nonces:     map[uint64]*server{},
 		itrs:       map[itrKey]*itr{},
+		sets:       map[mapping.EID][]teSet{},
+		bindings:   map[control.Flow]*binding{},
+		stateful:   opts.Stateful,
+		subflow:    opts.Subflow,
 	}
 	if x.localRLOCs == nil {
 		x.localRLOCs = func() []netip.Addr { return nil }
@@ -232,21 +249,39 @@ func (x *XTR) Owns(iid uint32, eid netip.Addr) bool {
 const tickEvery = 100 * time.Millisecond
 
 // Run registers with the map-servers, at once and every register
-// interval, retries unacknowledged registrations and forgets the ITRs it
-// answered long ago, until ctx is done.
+// interval, retries unacknowledged registrations, forgets the ITRs it
+// answered long ago, and answers the stateful requests that wait for
+// their subflow, until ctx is done.
 func (x *XTR) Run(ctx context.Context) {
 	x.Tick()
 	t := time.NewTicker(tickEvery)
 	defer t.Stop()
+	// Stateful requests wait for their SYN at most synWait: looked at
+	// more often than the other timers.
+	fast := time.NewTicker(waitingEvery)
+	defer fast.Stop()
+	if !x.stateful {
+		fast.Stop()
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 			x.Tick()
+		case <-fast.C:
+			x.TickWaiting()
 		}
 	}
 }
+
+// waitingEvery is how often stateful requests that wait for their
+// subflow are looked at.
+const waitingEvery = 10 * time.Millisecond
+
+// sweepEvery is how often the bindings are swept: a binding ends within
+// it of its subflow.
+const sweepEvery = time.Second
 
 // Tick does what the timers say is due.
 func (x *XTR) Tick() {
@@ -254,6 +289,26 @@ func (x *XTR) Tick() {
 	x.mu.Lock()
 	out := x.registerDue(now)
 	x.forgetITRs(now)
+	x.expireSets(now)
+	out = append(out, x.answerWaiting(now)...)
+	if now.Sub(x.swept) >= sweepEvery {
+		x.sweepBindings(now)
+		x.swept = now
+	}
+	x.mu.Unlock()
+	x.transmit(out)
+}
+
+// TickWaiting answers the stateful requests whose subflow came, or that
+// waited long enough.
+func (x *XTR) TickWaiting() {
+	now := x.now()
+	x.mu.Lock()
+	if len(x.waiting) == 0 {
+		x.mu.Unlock()
+		return
+	}
+	out := x.answerWaiting(now)
 	x.mu.Unlock()
 	x.transmit(out)
 }

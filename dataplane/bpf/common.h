@@ -48,6 +48,7 @@ volatile const __u32 cfg_iid = 0;		  /* host order; 0: no I bit */
 volatile const __u8 cfg_port_sum = 0;		  /* path-selection: port-sum */
 volatile const __u8 cfg_source_port_sum = 0;	  /* source-selection: port-sum */
 volatile const __u8 cfg_bind_subflows = 1;	  /* mptcp-subflows: bind */
+volatile const __u8 cfg_stateful = 0;		  /* mptcp-subflows: bind-stateful */
 volatile const __u8 cfg_previous_hop = 0;	  /* path-id: previous-hop */
 volatile const __u8 cfg_miss_native = 0;	  /* miss: native-forward */
 volatile const __u8 cfg_clamp_mss = 1;
@@ -173,6 +174,8 @@ struct flow_key {
 #define SF_INITIATOR 1 /* the local host sent the SYN */
 #define SF_CLOSING 2   /* a FIN was seen */
 #define SF_LEARN 4     /* opened the connection, whose tokens are not known yet */
+#define SF_PINNED 8    /* on the path the destination's ETR chose (stateful) */
+#define SF_ASKED 16    /* its path is being asked for: look for a pin */
 
 struct subflow {
 	__u64 conn;
@@ -191,6 +194,21 @@ struct conn {
 	__u32 has_tokens;
 	__u32 pad;
 };
+
+/* A new subflow the ITR bound, reported for the control plane to ask the
+ * destination's ETR for its path (stateful binding): from the local host,
+ * with the path it was sent on meanwhile. */
+struct subflow_event {
+	struct flow_key key;
+	__u64 conn;
+	__u8 path;
+	__u8 flags;
+	__u8 pad[6];
+};
+/* The Go side reads it by these offsets (types.go). */
+_Static_assert(sizeof(struct flow_key) == 44 && __builtin_offsetof(struct subflow_event, conn) == 48 &&
+		       __builtin_offsetof(struct subflow_event, path) == 56 && sizeof(struct subflow_event) == 64,
+	       "subflow_event layout");
 
 enum counter {
 	C_ITR_ENCAP,
@@ -233,6 +251,11 @@ enum counter {
 	C_ITR_RELEASED,	     /* released by lispd: forwarded as their entry says */
 	C_RTR_HELD,	     /* the same at an RTR */
 	C_RTR_RELEASED,
+	C_SUBFLOW_ASKED,     /* reported for stateful binding */
+	C_SUBFLOW_ASK_LOST,  /* ring buffer full: the subflow stays where it is */
+	C_SUBFLOW_PINNED,    /* moved to (or kept on) the path its ETR chose */
+	C_SUBFLOW_PIN_REFUSED, /* the path chosen is not usable here, or none was */
+	C_RTR_UNRESOLVED,    /* the next hop is an EID not looked up yet */
 	C_COUNTERS,
 };
 

@@ -671,6 +671,10 @@ int underlay(struct __sk_buff *skb)
 			count(C_RTR_RELEASED);
 		if (i >= 0 && i < MAX_PATHS) {
 			const struct path *pa = &e->paths[path_slot(i)];
+			if (!(pa->next.a[0] | pa->next.a[1] | pa->next.a[2] | pa->next.a[3])) {
+				count(C_RTR_UNRESOLVED);
+				return TC_ACT_SHOT;
+			}
 			if (pa->family != family) {
 				count(C_RTR_FAMILY_CHANGE);
 				return TC_ACT_SHOT;

@@ -94,6 +94,21 @@ struct {
 	__type(value, __u64);
 } tokens SEC(".maps");
 
+/* Stateful binding: the ITR reports each new subflow it binds, and the
+ * control plane answers with the path the destination's ETR chose, which
+ * the subflow's next packet takes up (NO_PATH: none, it stays). */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 64 * 1024);
+} subflow_events SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct flow_key);
+	__type(value, __u32);
+} subflow_pins SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, C_COUNTERS);

@@ -289,6 +289,58 @@ static __always_inline struct subflow *track_subflow(struct __sk_buff *skb, cons
 
 #define NOT_A_SUBFLOW -2
 
+/* ask_path reports a subflow just bound for the control plane to ask the
+ * destination's ETR for its path (stateful binding, [LISP-TE] §IV.A).
+ * Its packets go on the path bound meanwhile: the SYN is not held. */
+__noinline int ask_path(const struct pkt *p, struct subflow *sf)
+{
+	if (!p || !sf)
+		return 0;
+	struct subflow_event ev = {.conn = sf->conn, .path = sf->path, .flags = sf->flags};
+	flow_key_of(&ev.key, p, cfg_iid, 1);
+	if (bpf_ringbuf_output(&subflow_events, &ev, sizeof(ev), 0)) {
+		count(C_SUBFLOW_ASK_LOST);
+		return 0;
+	}
+	sf->flags |= SF_ASKED;
+	count(C_SUBFLOW_ASKED);
+	return 0;
+}
+
+/* take_pin moves a subflow whose path was asked for to the path the
+ * control plane pinned for it, once it has one: from this packet on, if
+ * that path is usable. */
+__noinline int take_pin(const struct pkt *p, const struct mc_entry *e, struct subflow *sf)
+{
+	if (!p || !e || !sf)
+		return 0;
+	struct flow_key k = {};
+	flow_key_of(&k, p, cfg_iid, 1);
+	__u32 *pin = bpf_map_lookup_elem(&subflow_pins, &k);
+	if (!pin)
+		return 0;
+	__u32 path = *pin;
+	bpf_map_delete_elem(&subflow_pins, &k);
+	sf->flags &= ~SF_ASKED;
+	__u32 n_paths = e->n_paths < MAX_PATHS ? e->n_paths : MAX_PATHS;
+	if (path >= n_paths || !usable(&e->paths[path_slot(path)])) {
+		count(C_SUBFLOW_PIN_REFUSED);
+		return 0;
+	}
+	__u8 cur = sf->path;
+	if (cur != path) {
+		release(sf->conn, cur);
+		__u64 id = sf->conn;
+		struct conn *c = bpf_map_lookup_elem(&conns, &id);
+		if (c)
+			__sync_fetch_and_add(&c->on_path[path_slot(path)], 1);
+		sf->path = path;
+	}
+	sf->flags |= SF_PINNED;
+	count(C_SUBFLOW_PINNED);
+	return 0;
+}
+
 /* itr_subflow returns the path of an outbound packet of an MPTCP subflow,
  * binding the subflow on its first packet out and again when its path
  * goes down: -1 when no path is usable, NOT_A_SUBFLOW for packets that
@@ -301,6 +353,8 @@ __noinline int itr_subflow(struct __sk_buff *skb, const struct pkt *p, const str
 	struct subflow *sf = track_subflow(skb, p, cfg_iid, 1, o);
 	if (!sf)
 		return NOT_A_SUBFLOW;
+	if (cfg_stateful && (sf->flags & SF_ASKED))
+		take_pin(p, e, sf);
 	__u8 cur = sf->path;
 	if (cur < MAX_PATHS && cur < e->n_paths && usable(&e->paths[cur]))
 		goto out;
@@ -321,9 +375,13 @@ __noinline int itr_subflow(struct __sk_buff *skb, const struct pkt *p, const str
 	int i = bind_path(e, c);
 	if (i < 0 || i >= MAX_PATHS)
 		return -1;
+	__u8 first = cur == NO_PATH;
 	sf->path = i;
+	sf->flags &= ~SF_PINNED;
 	cur = i;
 	count(C_SUBFLOW_BOUND);
+	if (cfg_stateful && first)
+		ask_path(p, sf);
 out:
 	__sync_fetch_and_add(&sf->packets, 1);
 	__sync_fetch_and_add(&sf->bytes, p->len);

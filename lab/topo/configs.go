@@ -185,8 +185,12 @@ func (c *compiler) configs() error {
 			x := &config.XTR{DatabaseMappings: []config.DatabaseMapping{{EIDPrefix: s.EIDPrefix.String(),
 				TTL: config.Duration{Duration: recordTTL}, Locators: s.Locators}}}
 			siteMS := c.mapServersOf(n.Site)
+			// A site that binds statefully answers its Map-Requests itself
+			// (its ETR chooses each subflow's ELP); the others let the
+			// map-servers answer.
+			proxy := node.MPTCPSubflows != "bind-stateful"
 			for _, ms := range siteMS {
-				x.MapServers = append(x.MapServers, config.MapServerRef{Address: ms, KeyID: keyID, Secret: s.Key, ProxyReply: true})
+				x.MapServers = append(x.MapServers, config.MapServerRef{Address: ms, KeyID: keyID, Secret: s.Key, ProxyReply: proxy})
 			}
 			cfg = &config.Config{Roles: []config.Role{config.RoleXTR}, Dataplane: dp, XTR: x,
 				MapCache: &config.MapCache{MapResolvers: siteMS, ProbeInterval: &probe}}

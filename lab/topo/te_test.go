@@ -83,3 +83,33 @@ func TestTEErrors(t *testing.T) {
 		}
 	}
 }
+
+// A site that binds subflows statefully registers without proxy
+// replies: its ETR answers its Map-Requests and chooses each subflow's
+// ELP.
+func TestStatefulSiteAnswersItself(t *testing.T) {
+	top, err := Parse([]byte(`
+name: sf
+nodes:
+  - {name: h1, role: host}
+  - {name: h2, role: host}
+  - {name: xs, role: xtr, site: a}
+  - {name: xd, role: xtr, site: b, mptcp-subflows: bind-stateful}
+  - {name: ms, role: ms}
+sites: [{name: a}, {name: b}]
+links: [{ends: [h1, xs]}, {ends: [h2, xd]}, {ends: [xs, xd]}, {ends: [xs, ms]}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Compile(top, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, proxy := range map[string]bool{"xs": true, "xd": false} {
+		x := p.Node(name).Lispd
+		if x.XTR.MapServers[0].ProxyReply != proxy {
+			t.Errorf("%s (mptcp-subflows %s): proxy-reply %v, want %v", name, x.Dataplane.MPTCPSubflows, x.XTR.MapServers[0].ProxyReply, proxy)
+		}
+	}
+}
