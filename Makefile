@@ -23,12 +23,12 @@ test: deps lint unit fuzz-smoke ## install what is missing, lint, run every test
 deps: ## install the Debian packages and Go tools that are missing (idempotent)
 	@scripts/deps.sh
 
-generate: ## rebuild the eBPF objects (dataplane/lisp_bpfel.*) from dataplane/bpf/
-	$(GO) generate ./dataplane
+generate: ## rebuild the eBPF objects (dataplane/lisp_bpfel.*, cc/cc_bpfel.*) from their C
+	$(GO) generate ./dataplane ./cc
 
 lint: ## gofmt, go vet, staticcheck, and eBPF objects that match their C
-	@$(GO) generate ./dataplane && git diff --quiet -- dataplane/lisp_bpfel.go dataplane/lisp_bpfel.o || \
-	  { echo "the committed eBPF objects do not match dataplane/bpf/: run make generate and commit them"; exit 1; }
+	@$(GO) generate ./dataplane ./cc && git diff --quiet -- dataplane/lisp_bpfel.go dataplane/lisp_bpfel.o cc/cc_bpfel.go cc/cc_bpfel.o || \
+	  { echo "the committed eBPF objects do not match their C (dataplane/bpf/, cc/bpf/): run make generate and commit them"; exit 1; }
 	@out=$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go')); \
 	  if [[ -n $$out ]]; then echo "gofmt: these files need formatting:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...

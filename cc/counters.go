@@ -1,0 +1,40 @@
+package cc
+
+import (
+	"fmt"
+
+	"github.com/cilium/ebpf"
+)
+
+// Counters are a congestion control's counters (enum amp_counter),
+// summed over CPUs.
+type Counters struct {
+	// Acks counts the ACKs that grew a window (cong_avoid), CoupledAcks
+	// those of subflows coupled with their connection.
+	Acks, CoupledAcks uint64
+	// Losses counts window reductions: losses, timeouts, ECN.
+	Losses uint64
+	// ConnsCreated and ConnsDeleted count the connections' entries in
+	// the map: the difference is the connections coupled now.
+	ConnsCreated, ConnsDeleted uint64
+	// MapFull and SlotsFull count subflows left uncoupled: the map had
+	// no room for one more connection, or the connection for one more
+	// subflow.
+	MapFull, SlotsFull uint64
+}
+
+// readCounters sums the per-CPU counters of m.
+func readCounters(m *ebpf.Map) (Counters, error) {
+	var c Counters
+	dst := []*uint64{&c.Acks, &c.Losses, &c.CoupledAcks, &c.ConnsCreated, &c.ConnsDeleted, &c.MapFull, &c.SlotsFull}
+	var per []uint64
+	for i, p := range dst {
+		if err := m.Lookup(uint32(i), &per); err != nil {
+			return Counters{}, fmt.Errorf("cc: read counter %d: %w", i, err)
+		}
+		for _, v := range per {
+			*p += v
+		}
+	}
+	return c, nil
+}
