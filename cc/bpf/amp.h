@@ -51,7 +51,7 @@ struct amp_slot {
 	__u64 acked;     /* bytes acknowledged (tcp_sock.bytes_acked) */
 	__u64 loss_prev; /* OLIA: bytes acknowledged between the last two losses */
 	__u64 loss_mark; /* OLIA: acked at the last loss */
-	__u64 rate;      /* wVegas: cwnd/RTT at its last evaluation, 2^-16 packets/µs */
+	__u64 rate;      /* wVegas: cwnd/RTT at its last evaluation, 2^-32 packets/µs */
 };
 
 /* One MPTCP connection: the value of the conns map, keyed by the local

@@ -499,7 +499,9 @@ AMP_INLINE void amp_vegas_cong_avoid(struct amp_priv *p, struct amp_tcp *t, __u3
 }
 
 /* amp_wvegas_weight is this subflow's share of the connection's rate,
- * 2^-16: rates are below 2^20 << 16 each, so rate << 16 < 2^52. */
+ * 2^-16. Rates are cwnd/rtt in 2^-32 packets/µs: cwnd < 2^20 keeps each
+ * below 2^52 and their sum below 2^55; both are shifted below 2^47 so
+ * that the share's 16 fraction bits fit. */
 AMP_GLOBAL __u64 amp_wvegas_weight(const struct amp_conn *c, __u32 me)
 {
 	const struct amp_slot *s = amp_slot_of((struct amp_conn *)c, me);
@@ -514,6 +516,10 @@ AMP_GLOBAL __u64 amp_wvegas_weight(const struct amp_conn *c, __u32 me)
 			total += c->slots[i].rate;
 	if (!total || !mine || mine > total)
 		return AMP_ONE;
+	for (i = 0; i < 9 && total >= (1ULL << 47); i++) {
+		total >>= 1;
+		mine >>= 1;
+	}
 	return (mine << AMP_FP) / total;
 }
 
@@ -542,7 +548,7 @@ AMP_INLINE void amp_wvegas_round(struct amp_conn *c, struct amp_priv *p, struct 
 			struct amp_slot *s = amp_slot_of(c, p->slot);
 
 			if (s)
-				s->rate = ((__u64)w << AMP_FP) / rtt;
+				s->rate = ((__u64)w << 32) / rtt;
 			weight = amp_wvegas_weight(c, p->slot);
 			alpha = weight * AMP_WVEGAS_TOTAL;
 			p->alpha = (__u32)(alpha < (AMP_WVEGAS_MIN_ALPHA << AMP_FP) ? (AMP_WVEGAS_MIN_ALPHA << AMP_FP) : alpha);
@@ -569,7 +575,7 @@ AMP_INLINE void amp_wvegas_round(struct amp_conn *c, struct amp_priv *p, struct 
 		struct amp_slot *s = amp_slot_of(c, p->slot);
 
 		if (!s->rate)
-			s->rate = ((__u64)amp_clamp_w(t->cwnd) << AMP_FP) / rtt;
+			s->rate = ((__u64)amp_clamp_w(t->cwnd) << 32) / rtt;
 		s->alpha = (__s32)p->alpha;
 	}
 }
