@@ -99,6 +99,7 @@ func spec(name string) (*ebpf.CollectionSpec, error) {
 	s.Maps["amp_conns"].Name = connsMapName(name)
 	s.Maps["amp_counters"].Name = countersMapName(name)
 	s.Maps["amp_blank"].Name = prefix + "blank"
+	s.Maps["amp_sweep"].Name = prefix + "sweep"
 	return s, nil
 }
 
@@ -166,7 +167,9 @@ func (r *Registration) register() error {
 func (r *Registration) Close() error {
 	var err error
 	if r.link != nil {
-		err = r.link.Close()
+		if err = r.link.Close(); err == nil {
+			_, err = stillRegistered(r.Name) // wait for the kernel to let go
+		}
 	}
 	r.coll.Close()
 	if err != nil {
@@ -187,3 +190,6 @@ func verifierDetail(err error) error {
 	}
 	return err
 }
+
+// Connections reads the connections this registration couples now.
+func (r *Registration) Connections() ([]Connection, error) { return readConns(r.conns) }

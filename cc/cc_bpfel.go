@@ -31,6 +31,7 @@ type ccAmpSlot struct {
 	LossPrev uint64
 	LossMark uint64
 	Rate     uint64
+	Seen     uint64
 }
 
 // Names of all BPF objects in the ELF.
@@ -44,6 +45,7 @@ const (
 	ccMapAmpLia           = "amp_lia"
 	ccMapAmpOlia          = "amp_olia"
 	ccMapAmpReno          = "amp_reno"
+	ccMapAmpSweep         = "amp_sweep"
 	ccMapAmpWvegas        = "amp_wvegas"
 	ccProgBaliaCongAvoid  = "balia_cong_avoid"
 	ccProgBaliaInit       = "balia_init"
@@ -160,6 +162,7 @@ type ccMapSpecs struct {
 	AmpLia      *ebpf.MapSpec `ebpf:"amp_lia"`
 	AmpOlia     *ebpf.MapSpec `ebpf:"amp_olia"`
 	AmpReno     *ebpf.MapSpec `ebpf:"amp_reno"`
+	AmpSweep    *ebpf.MapSpec `ebpf:"amp_sweep"`
 	AmpWvegas   *ebpf.MapSpec `ebpf:"amp_wvegas"`
 }
 
@@ -196,6 +199,7 @@ type ccMaps struct {
 	AmpLia      *ebpf.Map `ebpf:"amp_lia"`
 	AmpOlia     *ebpf.Map `ebpf:"amp_olia"`
 	AmpReno     *ebpf.Map `ebpf:"amp_reno"`
+	AmpSweep    *ebpf.Map `ebpf:"amp_sweep"`
 	AmpWvegas   *ebpf.Map `ebpf:"amp_wvegas"`
 }
 
@@ -208,6 +212,7 @@ func (m *ccMaps) Close() error {
 		m.AmpLia,
 		m.AmpOlia,
 		m.AmpReno,
+		m.AmpSweep,
 		m.AmpWvegas,
 	)
 }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"time"
 	"unsafe"
 
 	"github.com/cilium/ebpf"
@@ -132,11 +133,22 @@ func Uninstall(name string) (still bool, err error) {
 	if err := os.RemoveAll(filepath.Join(PinDir, name)); err != nil {
 		return false, fmt.Errorf("cc: uninstall %s: %w", name, err)
 	}
-	avail, err := Available()
-	if err != nil {
-		return false, err
+	return stillRegistered(name)
+}
+
+// stillRegistered says whether name is registered a second after its last
+// link went: the kernel releases a link from a work queue, and the name
+// stays listed until then.
+func stillRegistered(name string) (bool, error) {
+	for end := time.Now().Add(time.Second); ; time.Sleep(20 * time.Millisecond) {
+		avail, err := Available()
+		if err != nil {
+			return false, err
+		}
+		if !slices.Contains(avail, name) || time.Now().After(end) {
+			return slices.Contains(avail, name), nil
+		}
 	}
-	return slices.Contains(avail, name), nil
 }
 
 // Use makes name registered for as long as the caller needs it: when it

@@ -220,6 +220,18 @@ type flow struct {
 // over MPTCP or plain TCP.
 func (rg *rig) startFlow(name, cc string, multipath bool, k int) *flow {
 	rg.t.Helper()
+	return rg.start(name, cc, multipath, k, false)
+}
+
+// startPaced opens an MPTCP connection that sends 4 KiB every 200 ms:
+// enough ACKs to run the congestion control, little load.
+func (rg *rig) startPaced(name, cc string, k int) *flow {
+	rg.t.Helper()
+	return rg.start(name, cc, true, k, true)
+}
+
+func (rg *rig) start(name, cc string, multipath bool, k int, paced bool) *flow {
+	rg.t.Helper()
 	port := int(rg.nextPort.Add(1))
 	lc := net.ListenConfig{}
 	lc.SetMultipathTCP(multipath)
@@ -290,9 +302,18 @@ func (rg *rig) startFlow(name, cc string, multipath bool, k int) *flow {
 	go func() { // sender
 		defer f.done.Done()
 		buf := make([]byte, 256<<10)
+		if paced {
+			buf = buf[:4<<10]
+		}
 		for ctx.Err() == nil {
 			if _, err := f.conn.Write(buf); err != nil {
 				return
+			}
+			if paced {
+				select {
+				case <-ctx.Done():
+				case <-time.After(200 * time.Millisecond):
+				}
 			}
 		}
 	}()
@@ -333,3 +354,44 @@ func (f *flow) tcpInfo() (*unix.TCPInfo, error) {
 	}
 	return info, serr
 }
+
+// waitGone waits until the client's MPTCP connections are gone: a closed
+// MPTCP connection lingers until its DATA_FIN is acknowledged, longer
+// when it lost packets (net.mptcp.close_timeout bounds it at 60 s), and
+// keeps its subflows, unhashed, until then.
+func (rg *rig) waitGone() {
+	rg.t.Helper()
+	start := time.Now()
+	var left int
+	if !waitFor(90*time.Second, func() bool {
+		var conns []mptcp.Connection
+		var subs []mptcp.Subflow
+		if err := rg.cli.Do(func() (err error) {
+			if conns, err = mptcp.Connections(); err == nil {
+				subs, err = mptcp.Subflows()
+			}
+			return err
+		}); err != nil {
+			rg.t.Fatal(err)
+		}
+		left = 0
+		for _, c := range conns {
+			if !c.Listener {
+				left++
+			}
+		}
+		for _, s := range subs {
+			if s.State != tcpTimeWait {
+				left++
+			}
+		}
+		return left == 0
+	}) {
+		rg.t.Fatalf("%d MPTCP sockets still open 90 s after their connections closed", left)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		rg.t.Logf("the closed connections took %v to go", d.Round(time.Second))
+	}
+}
+
+const tcpTimeWait = 6

@@ -113,6 +113,10 @@ func (c *Counters) add(o Counters) {
 	c.ConnsDeleted += o.ConnsDeleted
 	c.MapFull += o.MapFull
 	c.SlotsFull += o.SlotsFull
+	c.Subflows += o.Subflows
+	c.Plain += o.Plain
+	c.Early += o.Early
+	c.Swept += o.Swept
 }
 
 // eachMap calls fn with every BPF map of the host and its info.

@@ -52,6 +52,7 @@ struct amp_slot {
 	__u64 loss_prev; /* OLIA: bytes acknowledged between the last two losses */
 	__u64 loss_mark; /* OLIA: acked at the last loss */
 	__u64 rate;      /* wVegas: cwnd/RTT at its last evaluation, 2^-32 packets/µs */
+	__u64 seen;      /* when its subflow last ran a callback (CLOCK_MONOTONIC, ns) */
 };
 
 /* One MPTCP connection: the value of the conns map, keyed by the local
@@ -71,6 +72,8 @@ struct amp_priv {
 	__u8 mptcp;      /* the socket is an MPTCP subflow */
 	__u8 ca_state;   /* the last TCP_CA_* state set_state saw */
 	__u8 vegas_on;   /* (w)Vegas: measuring in this round (state Open) */
+	__u8 ready;      /* set up (the kernel zeroes the state before) */
+	__u8 pad[3];
 	__s64 credit;    /* window increase owed, 2^-16 packets per packet of cwnd */
 	__u64 loss_prev; /* OLIA, as in struct amp_slot */
 	__u64 loss_mark;
@@ -108,5 +111,9 @@ enum amp_counter {
 	AMP_CNT_CONN_DELETED,  /* and deleted by their last subflow */
 	AMP_CNT_MAP_FULL,      /* an entry could not be created: the subflow runs uncoupled */
 	AMP_CNT_SLOTS_FULL,    /* a connection had no free slot: the subflow runs uncoupled */
+	AMP_CNT_SUBFLOWS,      /* inits of MPTCP subflows */
+	AMP_CNT_PLAIN,         /* inits of plain TCP sockets */
+	AMP_CNT_EARLY,         /* sockets whose first callback came before init */
+	AMP_CNT_SWEPT,         /* entries removed after AMP_IDLE without a callback */
 	AMP_CNT_MAX,
 };

@@ -50,6 +50,35 @@ struct {
 	__type(value, __u64);
 } amp_counters SEC(".maps");
 
+/* The sweeper: a timer that removes the entries of connections none of
+ * whose subflows ran a callback for AMP_IDLE_NS. The kernel does not call
+ * release on every subflow it ran the control on (we see it miss about
+ * one in a hundred, those whose init it skipped as well), so without it
+ * their entries would stay. An idle connection that loses its entry
+ * gets a new one at its next ACK. */
+#define AMP_IDLE_NS (10ULL * 1000000000)
+#define AMP_SWEEP_NS (5ULL * 1000000000)
+
+struct amp_sweeper {
+	struct bpf_timer timer;
+	__u32 armed;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct amp_sweeper);
+} amp_sweep SEC(".maps");
+
+/* amp_established: ESTABLISHED or a state after it (include/net/tcp_states.h). */
+static __always_inline bool amp_established(struct sock *sk)
+{
+	unsigned char st = sk->__sk_common.skc_state;
+
+	return st == 1 || st == 4 || st == 5 || st == 8 || st == 9 || st == 11;
+}
+
 /* The values of amp_priv.mptcp. */
 #define AMP_PLAIN 0   /* a plain TCP socket */
 #define AMP_SUBFLOW 1 /* an MPTCP subflow */
@@ -59,8 +88,10 @@ static __always_inline void amp_count(__u32 idx)
 {
 	__u64 *v = bpf_map_lookup_elem(&amp_counters, &idx);
 
+	/* Atomic although per CPU: a program in process context (a socket's
+	 * backlog) can be interrupted by one in softirq on the same CPU. */
 	if (v)
-		*v += 1; /* per CPU: no other writer */
+		__sync_fetch_and_add(v, 1);
 }
 
 static __always_inline struct amp_priv *amp_priv_of(struct sock *sk)
@@ -94,6 +125,46 @@ static __always_inline void amp_store(struct sock *sk, const struct amp_tcp *t)
 	tp->snd_cwnd = t->cwnd;
 	tp->snd_cwnd_cnt = t->cwnd_cnt;
 	tp->snd_ssthresh = t->ssthresh;
+}
+
+static long amp_sweep_one(void *map, __u32 *key, struct amp_conn *c, __u64 *now)
+{
+	__u64 newest = 0;
+	int i;
+
+	for (i = 0; i < AMP_SLOTS; i++)
+		if (c->slots[i].id && c->slots[i].seen > newest)
+			newest = c->slots[i].seen;
+	if (newest + AMP_IDLE_NS < *now) {
+		bpf_map_delete_elem(map, key);
+		amp_count(AMP_CNT_SWEPT);
+	}
+	return 0;
+}
+
+/* amp_sweep_all runs every AMP_SWEEP_NS from the first entry on, for as
+ * long as the map lives (the kernel cancels the timer with it): cheap on
+ * an empty map, and no race between the last entry going and a new one. */
+static int amp_sweep_all(void *map, __u32 *key, struct amp_sweeper *sw)
+{
+	__u64 now = bpf_ktime_get_ns();
+
+	bpf_for_each_map_elem(&amp_conns, amp_sweep_one, &now, 0);
+	bpf_timer_start(&sw->timer, AMP_SWEEP_NS, 0);
+	return 0;
+}
+
+/* amp_arm starts the sweeper unless it runs. */
+static __always_inline void amp_arm(void)
+{
+	__u32 zero = 0;
+	struct amp_sweeper *sw = bpf_map_lookup_elem(&amp_sweep, &zero);
+
+	if (!sw || sw->armed || __sync_val_compare_and_swap(&sw->armed, 0, 1) != 0)
+		return;
+	bpf_timer_init(&sw->timer, &amp_sweep, 1 /* CLOCK_MONOTONIC */); /* -EBUSY after the first */
+	bpf_timer_set_callback(&sw->timer, amp_sweep_all);
+	bpf_timer_start(&sw->timer, AMP_SWEEP_NS, 0);
 }
 
 /* amp_subflow reads the token and subflow id of an MPTCP subflow from its
@@ -130,7 +201,14 @@ static __always_inline struct amp_conn *amp_couple(__u32 algo, struct sock *sk, 
 	__u32 key, zero = 0, id = 0;
 	int slot;
 
-	if (p->mptcp != AMP_SUBFLOW)
+	/* Only once established. When MPTCP disconnects a subflow
+	 * (tcp_disconnect) the kernel calls release only if the control was
+	 * initialized, so a slot taken by one whose SYN timed out (which calls
+	 * ssthresh before init) and that never gets established would outlive
+	 * it. Established sockets are initialized: by init, or (we see it on
+	 * a few subflows whose SYN was lost) with init skipped, which our
+	 * first callback makes up for. */
+	if (p->mptcp != AMP_SUBFLOW || !amp_established(sk))
 		return NULL;
 	if (!p->token) {
 		/* The token may come after init on some subflows. */
@@ -140,14 +218,18 @@ static __always_inline struct amp_conn *amp_couple(__u32 algo, struct sock *sk, 
 	}
 	key = p->token; /* a map key must be on the stack, not in the socket */
 	c = bpf_map_lookup_elem(&amp_conns, &key);
-	if (c && p->slot < AMP_SLOTS && c->slots[p->slot & (AMP_SLOTS - 1)].id == p->sub_id)
+	if (c && p->slot < AMP_SLOTS && c->slots[p->slot & (AMP_SLOTS - 1)].id == p->sub_id) {
+		c->slots[p->slot & (AMP_SLOTS - 1)].seen = bpf_ktime_get_ns();
 		return c;
+	}
 	if (!c) {
 		blank = bpf_map_lookup_elem(&amp_blank, &zero);
 		if (!blank)
 			return NULL;
-		if (bpf_map_update_elem(&amp_conns, &key, blank, BPF_NOEXIST) == 0)
+		if (bpf_map_update_elem(&amp_conns, &key, blank, BPF_NOEXIST) == 0) {
 			amp_count(AMP_CNT_CONN_CREATED);
+			amp_arm();
+		}
 		c = bpf_map_lookup_elem(&amp_conns, &key);
 		if (!c) {
 			amp_count(AMP_CNT_MAP_FULL);
@@ -164,17 +246,21 @@ static __always_inline struct amp_conn *amp_couple(__u32 algo, struct sock *sk, 
 		return NULL;
 	}
 	p->slot = slot;
-	/* A new slot starts from this subflow's own loss history. */
+	c->slots[slot & (AMP_SLOTS - 1)].seen = bpf_ktime_get_ns();
 	return c;
 }
 
-static __always_inline void amp_bpf_init(__u32 algo, struct sock *sk)
+/* amp_start sets up the socket's state: from init, or from a callback
+ * that comes first (ready is 0 in the state the kernel zeroes when it
+ * assigns a congestion control): a SYN that times out calls ssthresh
+ * before the connection is established and init runs. */
+static __always_inline void amp_start(__u32 algo, struct sock *sk, struct amp_priv *p, bool init)
 {
-	struct amp_priv *p = amp_priv_of(sk);
 	struct amp_tcp t;
 	__u32 token = 0, id = 0;
 
 	amp_load(sk, &t);
+	p->ready = 1;
 	p->token = 0;
 	p->sub_id = 0;
 	p->slot = AMP_NO_SLOT;
@@ -184,22 +270,51 @@ static __always_inline void amp_bpf_init(__u32 algo, struct sock *sk)
 		p->token = token;
 		p->sub_id = id;
 	}
+	if (init)
+		amp_count(p->mptcp == AMP_SUBFLOW ? AMP_CNT_SUBFLOWS : AMP_CNT_PLAIN);
 	amp_init(algo, p, &t);
+	/* Join the connection now (a subflow that started before init finds
+	 * its slot again by its id): a subflow that the scheduler leaves idle
+	 * still shows, and counts once it has an RTT. */
+	amp_publish(amp_couple(algo, sk, p), p, &t);
+}
+
+static __always_inline void amp_bpf_init(__u32 algo, struct sock *sk)
+{
+	amp_start(algo, sk, amp_priv_of(sk), true);
+}
+
+/* amp_ready makes sure the socket's state is set up. */
+static __always_inline struct amp_priv *amp_ready(__u32 algo, struct sock *sk)
+{
+	struct amp_priv *p = amp_priv_of(sk);
+
+	if (!p->ready) {
+		amp_count(AMP_CNT_EARLY);
+		amp_start(algo, sk, p, false);
+	}
+	return p;
 }
 
 static __always_inline void amp_bpf_release(struct sock *sk)
 {
 	struct amp_priv *p = amp_priv_of(sk);
 	struct amp_conn *c;
-	__u32 key = p->token, slot = p->slot;
+	__u32 key = p->token, id = p->sub_id;
+	int slot;
 
-	if (slot >= AMP_SLOTS || !key)
+	/* Found by token and id rather than by the socket's own state, which
+	 * the kernel may have zeroed since the slot was taken. */
+	if (!p->ready && !amp_subflow(sk, &key, &id))
 		return;
 	p->slot = AMP_NO_SLOT;
-	c = bpf_map_lookup_elem(&amp_conns, &key);
-	if (!c || c->slots[slot & (AMP_SLOTS - 1)].id != p->sub_id)
+	if (!key)
 		return;
-	if (amp_leave(c, slot & (AMP_SLOTS - 1))) {
+	c = bpf_map_lookup_elem(&amp_conns, &key);
+	if (!c)
+		return;
+	slot = amp_find(c, id);
+	if (slot >= 0 && amp_leave(c, slot)) {
 		bpf_map_delete_elem(&amp_conns, &key);
 		amp_count(AMP_CNT_CONN_DELETED);
 	}
@@ -207,7 +322,7 @@ static __always_inline void amp_bpf_release(struct sock *sk)
 
 static __always_inline void amp_bpf_cong_avoid(__u32 algo, struct sock *sk, __u32 ack, __u32 acked)
 {
-	struct amp_priv *p = amp_priv_of(sk);
+	struct amp_priv *p = amp_ready(algo, sk);
 	struct amp_conn *c = amp_couple(algo, sk, p);
 	struct amp_tcp t;
 
@@ -221,7 +336,7 @@ static __always_inline void amp_bpf_cong_avoid(__u32 algo, struct sock *sk, __u3
 
 static __always_inline __u32 amp_bpf_ssthresh(__u32 algo, struct sock *sk)
 {
-	struct amp_priv *p = amp_priv_of(sk);
+	struct amp_priv *p = amp_ready(algo, sk);
 	struct amp_conn *c = amp_couple(algo, sk, p);
 	struct amp_tcp t;
 
@@ -233,8 +348,14 @@ static __always_inline __u32 amp_bpf_ssthresh(__u32 algo, struct sock *sk)
 static __always_inline void amp_bpf_set_state(__u32 algo, struct sock *sk, __u8 state)
 {
 	struct amp_priv *p = amp_priv_of(sk);
-	struct amp_conn *c = amp_couple(algo, sk, p);
+	struct amp_conn *c;
 	struct amp_tcp t;
+
+	/* Not before the socket started: tcp_disconnect sets Open after it
+	 * zeroed the state, and a SYN's timeout calls ssthresh first. */
+	if (!p->ready)
+		return;
+	c = amp_couple(algo, sk, p);
 
 	amp_load(sk, &t);
 	amp_set_state(algo, c, p, &t, state);
@@ -278,7 +399,7 @@ AMP_CC(wvegas, AMP_WVEGAS)
 SEC("struct_ops")
 void BPF_PROG(wvegas_pkts_acked, struct sock *sk, const struct ack_sample *sample)
 {
-	amp_pkts_acked(AMP_WVEGAS, amp_priv_of(sk), sample->rtt_us);
+	amp_pkts_acked(AMP_WVEGAS, amp_ready(AMP_WVEGAS, sk), sample->rtt_us);
 }
 
 SEC("struct_ops")
@@ -287,7 +408,7 @@ void BPF_PROG(wvegas_cwnd_event, struct sock *sk, enum tcp_ca_event ev)
 	struct amp_tcp t;
 
 	amp_load(sk, &t);
-	amp_cwnd_event(AMP_WVEGAS, amp_priv_of(sk), &t, ev);
+	amp_cwnd_event(AMP_WVEGAS, amp_ready(AMP_WVEGAS, sk), &t, ev);
 }
 
 /* TCP_CONG_NON_RESTRICTED: listed in net.ipv4.tcp_allowed_congestion_control

@@ -672,11 +672,26 @@ AMP_INLINE void amp_cwnd_event(__u32 algo, struct amp_priv *p, const struct amp_
 
 /* --- a connection's slots --- */
 
-/* amp_claim takes a free slot for subflow id (never 0); -1 if none. */
-AMP_INLINE int amp_claim(struct amp_conn *c, __u32 id)
+/* amp_find is the slot of subflow id, -1 if it has none. */
+AMP_INLINE int amp_find(const struct amp_conn *c, __u32 id)
 {
 	int i;
 
+	for (i = 0; i < AMP_SLOTS; i++)
+		if (c->slots[i].id == id)
+			return i;
+	return -1;
+}
+
+/* amp_claim returns the slot of subflow id (never 0), taking a free one
+ * if it has none; -1 if none is free. A subflow whose own state was reset
+ * finds its slot again by its id, which is unique in its connection. */
+AMP_INLINE int amp_claim(struct amp_conn *c, __u32 id)
+{
+	int i = amp_find(c, id);
+
+	if (i >= 0)
+		return i;
 	for (i = 0; i < AMP_SLOTS; i++) {
 		if (__sync_val_compare_and_swap(&c->slots[i].id, 0, id) == 0) {
 			__sync_fetch_and_add(&c->refs, 1);
@@ -700,6 +715,7 @@ AMP_INLINE int amp_leave(struct amp_conn *c, __u32 i)
 	s->loss_prev = 0;
 	s->loss_mark = 0;
 	s->rate = 0;
+	s->seen = 0;
 	s->id = 0;
 	return __sync_fetch_and_add(&c->refs, -1) == 1;
 }

@@ -22,8 +22,12 @@ typedef _Bool bool;
 
 #pragma clang attribute push(__attribute__((preserve_access_index)), apply_to = record)
 
+struct sock_common {
+	volatile unsigned char skc_state;
+};
+
 struct sock {
-	u32 sk_mark;
+	struct sock_common __sk_common;
 };
 
 struct tcp_ulp_ops {
