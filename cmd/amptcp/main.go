@@ -18,6 +18,7 @@ type command struct {
 
 var commands = []command{
 	{"bench", "BENCHMARK [opts]", "measure lispd: map-request (the mapping system), dataplane (data paths)", runBench},
+	{"cc", "load|unload|status", "coupled congestion controls of multipath TCP (LIA, OLIA, BALIA, wVegas) in BPF", runCC},
 	{"decode", "[-data] [HEX...]", "decode a LISP control message or data header written in hex", runDecode},
 	{"lab", "up|run|report ...", "build a lab from a topology file, run experiments in it, report them", runLab},
 	{"lig", "[flags] EID", "ask a map-resolver for the mapping of an EID (LISP Internet Groper)", runLig},
