@@ -89,7 +89,7 @@ func spec(name string) (*ebpf.CollectionSpec, error) {
 		}
 	}
 	for k, m := range s.Maps {
-		if m.Type == ebpf.StructOpsMap && k != name {
+		if m.Type == ebpf.StructOpsMap && k != name || k == "amp_rules" {
 			delete(s.Maps, k)
 		}
 	}

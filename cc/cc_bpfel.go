@@ -21,6 +21,18 @@ type ccAmpConn struct {
 	Slots [8]ccAmpSlot
 }
 
+type ccAmpRule struct {
+	_          structs.HostLayout
+	Local      uint32
+	LocalMask  uint32
+	Remote     uint32
+	RemoteMask uint32
+	RttAboveUs uint32
+	Used       uint32
+	Matched    uint64
+	Cc         [16]int8
+}
+
 type ccAmpSlot struct {
 	_        structs.HostLayout
 	Id       uint32
@@ -45,8 +57,10 @@ const (
 	ccMapAmpLia           = "amp_lia"
 	ccMapAmpOlia          = "amp_olia"
 	ccMapAmpReno          = "amp_reno"
+	ccMapAmpRules         = "amp_rules"
 	ccMapAmpSweep         = "amp_sweep"
 	ccMapAmpWvegas        = "amp_wvegas"
+	ccProgAmpSubflowCc    = "amp_subflow_cc"
 	ccProgBaliaCongAvoid  = "balia_cong_avoid"
 	ccProgBaliaInit       = "balia_init"
 	ccProgBaliaRelease    = "balia_release"
@@ -76,6 +90,7 @@ const (
 	ccProgWvegasSetState  = "wvegas_set_state"
 	ccProgWvegasSsthresh  = "wvegas_ssthresh"
 	ccProgWvegasUndoCwnd  = "wvegas_undo_cwnd"
+	ccVarAmpNetnsCookie   = "amp_netns_cookie"
 )
 
 // loadCc returns the embedded CollectionSpec for cc.
@@ -120,6 +135,7 @@ type ccSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type ccProgramSpecs struct {
+	AmpSubflowCc    *ebpf.ProgramSpec `ebpf:"amp_subflow_cc"`
 	BaliaCongAvoid  *ebpf.ProgramSpec `ebpf:"balia_cong_avoid"`
 	BaliaInit       *ebpf.ProgramSpec `ebpf:"balia_init"`
 	BaliaRelease    *ebpf.ProgramSpec `ebpf:"balia_release"`
@@ -162,6 +178,7 @@ type ccMapSpecs struct {
 	AmpLia      *ebpf.MapSpec `ebpf:"amp_lia"`
 	AmpOlia     *ebpf.MapSpec `ebpf:"amp_olia"`
 	AmpReno     *ebpf.MapSpec `ebpf:"amp_reno"`
+	AmpRules    *ebpf.MapSpec `ebpf:"amp_rules"`
 	AmpSweep    *ebpf.MapSpec `ebpf:"amp_sweep"`
 	AmpWvegas   *ebpf.MapSpec `ebpf:"amp_wvegas"`
 }
@@ -170,6 +187,7 @@ type ccMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type ccVariableSpecs struct {
+	AmpNetnsCookie *ebpf.VariableSpec `ebpf:"amp_netns_cookie"`
 }
 
 // ccObjects contains all objects after they have been loaded into the kernel.
@@ -199,6 +217,7 @@ type ccMaps struct {
 	AmpLia      *ebpf.Map `ebpf:"amp_lia"`
 	AmpOlia     *ebpf.Map `ebpf:"amp_olia"`
 	AmpReno     *ebpf.Map `ebpf:"amp_reno"`
+	AmpRules    *ebpf.Map `ebpf:"amp_rules"`
 	AmpSweep    *ebpf.Map `ebpf:"amp_sweep"`
 	AmpWvegas   *ebpf.Map `ebpf:"amp_wvegas"`
 }
@@ -212,6 +231,7 @@ func (m *ccMaps) Close() error {
 		m.AmpLia,
 		m.AmpOlia,
 		m.AmpReno,
+		m.AmpRules,
 		m.AmpSweep,
 		m.AmpWvegas,
 	)
@@ -221,12 +241,14 @@ func (m *ccMaps) Close() error {
 //
 // It can be passed to loadCcObjects or ebpf.CollectionSpec.LoadAndAssign.
 type ccVariables struct {
+	AmpNetnsCookie *ebpf.Variable `ebpf:"amp_netns_cookie"`
 }
 
 // ccPrograms contains all programs after they have been loaded into the kernel.
 //
 // It can be passed to loadCcObjects or ebpf.CollectionSpec.LoadAndAssign.
 type ccPrograms struct {
+	AmpSubflowCc    *ebpf.Program `ebpf:"amp_subflow_cc"`
 	BaliaCongAvoid  *ebpf.Program `ebpf:"balia_cong_avoid"`
 	BaliaInit       *ebpf.Program `ebpf:"balia_init"`
 	BaliaRelease    *ebpf.Program `ebpf:"balia_release"`
@@ -260,6 +282,7 @@ type ccPrograms struct {
 
 func (p *ccPrograms) Close() error {
 	return _CcClose(
+		p.AmpSubflowCc,
 		p.BaliaCongAvoid,
 		p.BaliaInit,
 		p.BaliaRelease,

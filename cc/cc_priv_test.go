@@ -423,3 +423,57 @@ func TestSYNTimeout(t *testing.T) {
 		t.Errorf("counters %+v: want callbacks before init, 2 entries created and deleted, 4 subflows", c)
 	}
 }
+
+// The sockops program sets the congestion control of single subflows:
+// here a delay-based one on the subflow whose handshake took long.
+func TestSubflowRules(t *testing.T) {
+	requireStructOps(t)
+	lia, err := Load(LIA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lia.Close()
+	wv, err := Load(WVegas)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wv.Close()
+	short := bottleneck(20*mbit, 5*time.Millisecond, 1)
+	long := bottleneck(20*mbit, 40*time.Millisecond, 1)
+	rg := newRig(t, []linkemu.Params{short, long}, []int{0, 1}, 2)
+	var cookie uint64
+	if err := rg.cli.Do(func() (err error) { cookie, err = NetnsCookie(); return err }); err != nil {
+		t.Fatal(err)
+	}
+	root, err := CgroupRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol, err := AttachSubflowRules(root, cookie, []Rule{{RTTAbove: 50 * time.Millisecond, Algorithm: WVegas}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pol.Close()
+	f := rg.startFlow("mptcp", LIA, true, 1)
+	subflowsOf := func(r *Registration) []uint32 {
+		cs, err := r.Connections()
+		if err != nil || len(cs) != 1 {
+			return nil
+		}
+		var ids []uint32
+		for _, s := range cs[0].Subflows {
+			ids = append(ids, s.ID)
+		}
+		return ids
+	}
+	if !waitFor(10*time.Second, func() bool {
+		return slices.Equal(subflowsOf(lia), []uint32{1}) && slices.Equal(subflowsOf(wv), []uint32{2})
+	}) {
+		t.Errorf("subflows under %s: %v, under %s: %v; want the 10 ms one (1) under LIA, the 80 ms one (2) under wVegas",
+			LIA, subflowsOf(lia), WVegas, subflowsOf(wv))
+	}
+	if m, err := pol.Matched(); err != nil || len(m) != 1 || m[0] != 1 {
+		t.Errorf("rule matches %v, %v; want one", m, err)
+	}
+	f.stop()
+}

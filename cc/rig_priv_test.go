@@ -211,6 +211,7 @@ func mptcpClient(t *testing.T, nd *testnet.Node) *mptcp.Client {
 type flow struct {
 	name     string
 	conn     net.Conn
+	srv      net.Conn
 	received atomic.Int64
 	cancel   context.CancelFunc
 	done     sync.WaitGroup
@@ -261,9 +262,6 @@ func (rg *rig) start(name, cc string, multipath bool, k int, paced bool) *flow {
 			var serr error
 			if err := c.Control(func(fd uintptr) {
 				serr = unix.SetsockoptString(int(fd), unix.IPPROTO_TCP, unix.TCP_CONGESTION, cc)
-				if serr == nil {
-					serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUF, 16<<20)
-				}
 			}); err != nil {
 				return err
 			}
@@ -286,6 +284,7 @@ func (rg *rig) start(name, cc string, multipath bool, k int, paced bool) *flow {
 		cancel()
 		rg.t.Fatalf("flow %s: accept failed", name)
 	}
+	f.srv = srv
 	f.done.Add(2)
 	go func() { // receiver
 		defer f.done.Done()
@@ -321,10 +320,15 @@ func (rg *rig) start(name, cc string, multipath bool, k int, paced bool) *flow {
 	return f
 }
 
-// stop ends the flow and waits for its goroutines.
+// stop ends the flow at once, both ends, and waits for its goroutines:
+// the sender's buffer (megabytes, autotuned) is dropped, not sent.
 func (f *flow) stop() {
 	f.cancel()
+	if tc, ok := f.conn.(*net.TCPConn); ok {
+		tc.SetLinger(0)
+	}
 	f.conn.Close()
+	f.srv.Close()
 	f.done.Wait()
 }
 

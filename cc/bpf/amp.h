@@ -102,6 +102,20 @@ struct amp_tcp {
 	__u64 bytes_acked;
 };
 
+/* A per-subflow rule of the sockops program: what it matches (addresses
+ * in network order, masked; an RTT of 0 matches any) and the control it
+ * sets. */
+#define AMP_MAX_RULES 8
+
+struct amp_rule {
+	__u32 local, local_mask;
+	__u32 remote, remote_mask;
+	__u32 rtt_above_us;
+	__u32 used;
+	__u64 matched; /* subflows it set, counted */
+	char cc[16];
+};
+
 /* Counters, a per-CPU array indexed by these. */
 enum amp_counter {
 	AMP_CNT_ACKS,          /* cong_avoid calls */

@@ -463,3 +463,55 @@ struct tcp_congestion_ops amp_reno = {
 	.flags = AMP_NON_RESTRICTED,
 	.name = "amp_reno",
 };
+
+/* amp_subflow_cc, a cgroup sockops program, sets the congestion control of
+ * single MPTCP subflows as they are established, by the first rule of
+ * amp_rules that matches (amptcp pm's congestion.subflows). It acts only
+ * on sockets of the network namespace it was loaded for. An application
+ * that sets TCP_CONGESTION on its MPTCP socket after that sets it on all
+ * subflows again. */
+volatile const __u64 amp_netns_cookie = 0;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, AMP_MAX_RULES);
+	__type(key, __u32);
+	__type(value, struct amp_rule);
+} amp_rules SEC(".maps");
+
+#define AMP_SOL_TCP 6
+#define AMP_TCP_CONGESTION 13
+#define AMP_AF_INET 2
+
+SEC("sockops")
+int amp_subflow_cc(struct bpf_sock_ops *skops)
+{
+	struct bpf_sock *sk;
+	__u32 i, rtt;
+
+	if (skops->op != BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB && skops->op != BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB)
+		return 1;
+	sk = skops->sk;
+	if (skops->family != AMP_AF_INET || !sk)
+		return 1;
+	if (amp_netns_cookie && bpf_get_netns_cookie(skops) != amp_netns_cookie)
+		return 1;
+	if (!bpf_skc_to_mptcp_sock(sk))
+		return 1; /* not a subflow */
+	rtt = skops->srtt_us >> 3;
+	for (i = 0; i < AMP_MAX_RULES; i++) {
+		__u32 k = i;
+		struct amp_rule *r = bpf_map_lookup_elem(&amp_rules, &k);
+
+		if (!r || !r->used)
+			break;
+		if ((skops->local_ip4 & r->local_mask) != r->local || (skops->remote_ip4 & r->remote_mask) != r->remote)
+			continue;
+		if (r->rtt_above_us && rtt <= r->rtt_above_us)
+			continue;
+		if (bpf_setsockopt(skops, AMP_SOL_TCP, AMP_TCP_CONGESTION, r->cc, sizeof(r->cc)) == 0)
+			__sync_fetch_and_add(&r->matched, 1);
+		break;
+	}
+	return 1;
+}
