@@ -34,12 +34,16 @@ type Counters struct {
 	// kernel calling release on their subflows (it misses about one in a
 	// hundred).
 	Swept uint64
+	// Insane counts windows and thresholds brought back because they
+	// were far above any this control set (see docs/cc.md, "Kernel
+	// quirks").
+	Insane uint64
 }
 
 // readCounters sums the per-CPU counters of m.
 func readCounters(m *ebpf.Map) (Counters, error) {
 	var c Counters
-	dst := []*uint64{&c.Acks, &c.Losses, &c.CoupledAcks, &c.ConnsCreated, &c.ConnsDeleted, &c.MapFull, &c.SlotsFull, &c.Subflows, &c.Plain, &c.Early, &c.Swept}
+	dst := []*uint64{&c.Acks, &c.Losses, &c.CoupledAcks, &c.ConnsCreated, &c.ConnsDeleted, &c.MapFull, &c.SlotsFull, &c.Subflows, &c.Plain, &c.Early, &c.Swept, &c.Insane}
 	var per []uint64
 	for i, p := range dst {
 		if uint32(i) >= m.MaxEntries() {

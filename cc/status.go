@@ -117,6 +117,7 @@ func (c *Counters) add(o Counters) {
 	c.Plain += o.Plain
 	c.Early += o.Early
 	c.Swept += o.Swept
+	c.Insane += o.Insane
 }
 
 // eachMap calls fn with every BPF map of the host and its info.

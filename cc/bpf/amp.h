@@ -85,6 +85,8 @@ struct amp_priv {
 	__u32 base_rtt;    /* the minimum RTT ever seen, µs */
 	__u32 alpha;       /* wVegas: this subflow's share of the queue, 2^-16 packets */
 	__u32 queue_delay; /* wVegas: the least queueing delay since the last drain, µs */
+	__u32 last_ss;     /* the threshold ssthresh returned last */
+	__u32 max_set;     /* the largest window or threshold this control set */
 };
 
 /* The TCP socket as the arithmetic sees it: the BPF programs copy it in
@@ -129,5 +131,6 @@ enum amp_counter {
 	AMP_CNT_PLAIN,         /* inits of plain TCP sockets */
 	AMP_CNT_EARLY,         /* sockets whose first callback came before init */
 	AMP_CNT_SWEPT,         /* entries removed after AMP_IDLE without a callback */
+	AMP_CNT_INSANE,        /* windows or thresholds found far above any this control set */
 	AMP_CNT_MAX,
 };

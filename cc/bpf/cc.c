@@ -118,6 +118,35 @@ static __always_inline void amp_load(struct sock *sk, struct amp_tcp *t)
 		t->cwnd_limited = t->cwnd < 2 * tp->max_packets_out;
 }
 
+/* amp_sane guards against windows that no control set. On MPTCP subflows
+ * under heavy loss we have seen the kernel hand these controls a
+ * threshold of hundreds of millions of packets, in recovery, that their
+ * ssthresh never returned (checked by instrumenting every callback): the
+ * window set from it at the end of recovery floods the path. The kernel
+ * itself only lowers a window, or sets it to a threshold or a window the
+ * control set before; so a threshold or window more than AMP_INSANE times
+ * the largest this control ever set (plus 64) is brought back to the last
+ * threshold it returned, and counted. */
+#define AMP_INSANE 16
+
+static __always_inline void amp_sane(struct sock *sk, struct amp_priv *p)
+{
+	struct tcp_sock *tp = (struct tcp_sock *)sk;
+	__u64 bound = (__u64)p->max_set * AMP_INSANE + 64;
+	__u32 ss = tp->snd_ssthresh, cwnd = tp->snd_cwnd;
+
+	if (!p->ready || !p->last_ss)
+		return;
+	if (ss != 0x7fffffff && ss > bound) {
+		tp->snd_ssthresh = p->last_ss;
+		amp_count(AMP_CNT_INSANE);
+	}
+	if (cwnd > bound) {
+		tp->snd_cwnd = p->last_ss;
+		amp_count(AMP_CNT_INSANE);
+	}
+}
+
 static __always_inline void amp_store(struct sock *sk, const struct amp_tcp *t)
 {
 	struct tcp_sock *tp = (struct tcp_sock *)sk;
@@ -329,9 +358,14 @@ static __always_inline void amp_bpf_cong_avoid(__u32 algo, struct sock *sk, __u3
 	amp_count(AMP_CNT_ACKS);
 	if (c)
 		amp_count(AMP_CNT_COUPLED_ACKS);
+	amp_sane(sk, p);
 	amp_load(sk, &t);
+	if (t.cwnd > p->max_set)
+		p->max_set = t.cwnd; /* the initial window, the kernel's */
 	amp_cong_avoid(algo, c, p, &t, ack, acked);
 	amp_store(sk, &t);
+	if (t.cwnd > p->max_set)
+		p->max_set = t.cwnd;
 }
 
 static __always_inline __u32 amp_bpf_ssthresh(__u32 algo, struct sock *sk)
@@ -340,9 +374,16 @@ static __always_inline __u32 amp_bpf_ssthresh(__u32 algo, struct sock *sk)
 	struct amp_conn *c = amp_couple(algo, sk, p);
 	struct amp_tcp t;
 
+	__u32 ss;
+
 	amp_count(AMP_CNT_LOSSES);
+	amp_sane(sk, p);
 	amp_load(sk, &t);
-	return amp_ssthresh(algo, c, p, &t);
+	ss = amp_ssthresh(algo, c, p, &t);
+	p->last_ss = ss;
+	if (ss > p->max_set)
+		p->max_set = ss;
+	return ss;
 }
 
 static __always_inline void amp_bpf_set_state(__u32 algo, struct sock *sk, __u8 state)
@@ -357,6 +398,7 @@ static __always_inline void amp_bpf_set_state(__u32 algo, struct sock *sk, __u8 
 		return;
 	c = amp_couple(algo, sk, p);
 
+	amp_sane(sk, p); /* at the end of recovery the window was just set from the threshold */
 	amp_load(sk, &t);
 	amp_set_state(algo, c, p, &t, state);
 }
