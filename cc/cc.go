@@ -193,3 +193,15 @@ func verifierDetail(err error) error {
 
 // Connections reads the connections this registration couples now.
 func (r *Registration) Connections() ([]Connection, error) { return readConns(r.conns) }
+
+// KernelName is the name the kernel knows a congestion control by: lia,
+// olia, balia and wvegas are amptcp's amp_ ones; any other name is
+// returned as it is (reno is the kernel's Reno).
+func KernelName(name string) string {
+	for _, n := range Coupled {
+		if name == short(n) {
+			return n
+		}
+	}
+	return name
+}

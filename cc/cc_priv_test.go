@@ -20,7 +20,7 @@ import (
 
 // requireStructOps skips (or fails, see testenv) without root or without
 // BPF struct_ops for TCP in the kernel.
-func requireStructOps(t *testing.T) {
+func requireStructOps(t testing.TB) {
 	t.Helper()
 	testenv.RequireRoot(t)
 	_, err := os.Stat("/sys/kernel/btf/vmlinux")
