@@ -14,7 +14,8 @@ import (
 // Status is what the kernel holds of amptcp's congestion controls,
 // whoever loaded them.
 type Status struct {
-	Controls []Control `json:"controls"`
+	Controls   []Control  `json:"controls"`
+	Schedulers Schedulers `json:"schedulers"`
 }
 
 // Control is one congestion control.
@@ -97,6 +98,11 @@ func ReadStatus() (*Status, error) {
 		return nil, err
 	}
 	st := &Status{}
+	if sch, err := ReadSchedulers(); err == nil {
+		st.Schedulers = sch
+	} else {
+		errs = append(errs, err)
+	}
 	for _, n := range Names {
 		c := byName[n]
 		slices.SortFunc(c.Connections, func(a, b Connection) int { return int(int64(a.Token) - int64(b.Token)) })

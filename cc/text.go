@@ -43,5 +43,10 @@ func (st *Status) WriteText(w io.Writer) error {
 			}
 		}
 	}
+	sch := "none: BPF programs cannot schedule MPTCP's packets on this kernel"
+	if st.Schedulers.BPF {
+		sch = "yes: this kernel offers mptcp_sched_ops to BPF"
+	}
+	fmt.Fprintf(tw, "MPTCP schedulers: %s; BPF schedulers: %s\n", strings.Join(st.Schedulers.Available, " "), sch)
 	return tw.Flush()
 }

@@ -57,6 +57,7 @@
 #define AMP_VEGAS_GAMMA 1 /* leave slow start above 1 queued packet */
 #define AMP_WVEGAS_TOTAL 10 /* [Cao12]: the connection's total queue target */
 #define AMP_WVEGAS_MIN_ALPHA 2
+#define AMP_MIN_CWND 2 /* the least window OLIA's decrease leaves */
 #define AMP_EV_TX_START 0
 #define AMP_EV_CWND_RESTART 1
 
@@ -144,7 +145,10 @@ AMP_INLINE void amp_credit(struct amp_tcp *t, struct amp_priv *p, __s64 c, __u32
 		__u64 k = (__u64)(-p->credit) / unit;
 
 		p->credit += (__s64)(k * unit);
-		cwnd = cwnd > k ? cwnd - (__u32)k : 1;
+		/* Not below two packets, as Linux keeps its windows: one packet
+		 * and the receiver's delayed ACK would stall the subflow, and
+		 * MPTCP's scheduler the connection behind it. */
+		cwnd = cwnd > k + AMP_MIN_CWND ? cwnd - (__u32)k : AMP_MIN_CWND;
 	}
 	if (cwnd < 1)
 		cwnd = 1;

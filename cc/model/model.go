@@ -50,6 +50,9 @@ const (
 	wvegasMinAlpha = 2
 )
 
+// minCwnd is the least window OLIA's decrease leaves.
+const minCwnd = 2
+
 // TCP is what a congestion control reads and writes of a socket.
 type TCP struct {
 	Cwnd, CwndCnt, Ssthresh, Clamp uint32
@@ -196,12 +199,13 @@ func (s *Sock) creditAdd(c float64, acked uint32) {
 		s.credit -= k * float64(cwnd)
 		cwnd += uint32(k)
 	} else if s.credit <= -float64(cwnd) {
+		// OLIA's decrease, down to the two packets Linux keeps.
 		k := math.Floor(-s.credit / float64(cwnd))
 		s.credit += k * float64(cwnd)
-		if float64(cwnd) > k {
+		if float64(cwnd) > k+minCwnd {
 			cwnd -= uint32(k)
 		} else {
-			cwnd = 1
+			cwnd = minCwnd
 		}
 	}
 	s.Cwnd = min(max(cwnd, 1), s.Clamp)
