@@ -341,24 +341,6 @@ func (f *flow) fullInfo() (*mptcp.FullInfo, error) {
 	return mptcp.ReadFullInfo(sc)
 }
 
-// tcpInfo reads the sender's TCP_INFO (a plain TCP flow).
-func (f *flow) tcpInfo() (*unix.TCPInfo, error) {
-	sc, ok := f.conn.(syscall.Conn)
-	if !ok {
-		return nil, errors.New("not a syscall.Conn")
-	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
-		return nil, err
-	}
-	var info *unix.TCPInfo
-	var serr error
-	if err := rc.Control(func(fd uintptr) { info, serr = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO) }); err != nil {
-		return nil, err
-	}
-	return info, serr
-}
-
 // waitGone waits until the client's MPTCP connections are gone: a closed
 // MPTCP connection lingers until its DATA_FIN is acknowledged, longer
 // when it lost packets (net.mptcp.close_timeout bounds it at 60 s), and
