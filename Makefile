@@ -5,7 +5,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/amptcp/amptcp/internal/buildinfo.Version=$(VERSION)
 FUZZTIME ?= 1m
 
-.PHONY: help build demo test deps generate lint unit fuzz-smoke fuzz bench clean
+.PHONY: help build demo test test-long deps generate lint unit fuzz-smoke fuzz bench clean
 
 help: ## list the targets
 	@awk -F':.*## ' '/^[a-z-]+:.*## /{printf "  %-11s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -23,12 +23,12 @@ test: deps lint unit fuzz-smoke ## install what is missing, lint, run every test
 deps: ## install the Debian packages and Go tools that are missing (idempotent)
 	@scripts/deps.sh
 
-generate: ## rebuild the eBPF objects (dataplane/lisp_bpfel.*) from dataplane/bpf/
-	$(GO) generate ./dataplane
+generate: ## rebuild the eBPF objects (dataplane/lisp_bpfel.*, cc/cc_bpfel.*) from their C
+	$(GO) generate ./dataplane ./cc
 
 lint: ## gofmt, go vet, staticcheck, and eBPF objects that match their C
-	@$(GO) generate ./dataplane && git diff --quiet -- dataplane/lisp_bpfel.go dataplane/lisp_bpfel.o || \
-	  { echo "the committed eBPF objects do not match dataplane/bpf/: run make generate and commit them"; exit 1; }
+	@$(GO) generate ./dataplane ./cc && git diff --quiet -- dataplane/lisp_bpfel.go dataplane/lisp_bpfel.o cc/cc_bpfel.go cc/cc_bpfel.o || \
+	  { echo "the committed eBPF objects do not match their C (dataplane/bpf/, cc/bpf/): run make generate and commit them"; exit 1; }
 	@out=$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go')); \
 	  if [[ -n $$out ]]; then echo "gofmt: these files need formatting:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
@@ -36,6 +36,9 @@ lint: ## gofmt, go vet, staticcheck, and eBPF objects that match their C
 
 unit: ## run every test once, with the race detector
 	$(GO) test -race -count=1 ./...
+
+test-long: deps ## the long proofs that make test leaves out (minutes of emulated traffic each), as root
+	AMPTCP_LONG=1 AMPTCP_REQUIRE_PRIV=1 $(GO) test -count=1 -timeout 2h -run '$(or $(RUN),.)' ./cc/
 
 fuzz-smoke: ## run every fuzz target for a few seconds
 	@scripts/fuzz.sh 3s

@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/amptcp/amptcp/cc"
 	"github.com/amptcp/amptcp/internal/buildinfo"
 	"github.com/amptcp/amptcp/internal/jsonl"
 	"github.com/amptcp/amptcp/lab/results"
@@ -82,6 +83,11 @@ func RunScenario(ctx context.Context, s *scenario.Scenario, opts RunOptions) err
 	}
 	defer linkFile.Close()
 	opts.linkSamples = jsonl.NewWriter(linkFile)
+	release, err := useCongestion(s)
+	if err != nil {
+		return err
+	}
+	defer release()
 	enc := json.NewEncoder(runsFile)
 	obs := opts.observer()
 	rec := teeRecorder{file: recs, obs: obs}
@@ -190,4 +196,29 @@ func runOne(ctx context.Context, s *scenario.Scenario, run scenario.Run, opts Ru
 	}
 	e.Ended = time.Now()
 	return e
+}
+
+// useCongestion registers amptcp's congestion controls that the
+// scenario's flows use (amp_lia, ...) for the length of the runs, unless
+// another program has them already; the function it returns unregisters
+// what it loaded. The kernel's own (reno, cubic, bbr) need nothing.
+func useCongestion(s *scenario.Scenario) (release func(), err error) {
+	var releases []func() error
+	release = func() {
+		for _, r := range releases {
+			r()
+		}
+	}
+	for _, n := range s.CongestionControls() {
+		if !cc.Is(n) {
+			continue
+		}
+		r, err := cc.Use(n)
+		if err != nil {
+			release()
+			return nil, fmt.Errorf("load the congestion control %s: %w", n, err)
+		}
+		releases = append(releases, r)
+	}
+	return release, nil
 }

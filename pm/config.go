@@ -51,6 +51,13 @@ type Config struct {
 	// every connection does.
 	LongLived LongLived `yaml:"long-lived"`
 	Repair    Repair    `yaml:"repair"`
+	// Backup gives backup priority (MP_PRIO) to the subflows that would
+	// only add head-of-line blocking, and takes it back when a regular
+	// subflow fails.
+	Backup Backup `yaml:"backup"`
+	// Congestion is the congestion control of the namespace's
+	// connections, and per subflow where a rule says so.
+	Congestion *Congestion `yaml:"congestion"`
 	// PollInterval is how often the daemon reads the kernel's MPTCP
 	// sockets (sock_diag) while a connection waits for min-bytes or has
 	// subflows to watch for stalls.
@@ -127,18 +134,32 @@ type Repair struct {
 	MaxBackoff config.Duration `yaml:"max-backoff"`
 }
 
+// Backup configures the backup policy. A subflow is given backup
+// priority when its RTT exceeds both RTTRatio times and RTTMargin more
+// than the best subflow's of its connection: the scheduler would use it
+// when the best is full, and the receiver would wait for what it carries.
+// It gets regular priority again when its RTT falls below 0.8 of that
+// bound, or when its connection has no regular subflow left working.
+type Backup struct {
+	Enabled   bool            `yaml:"enabled"`
+	RTTRatio  float64         `yaml:"rtt-ratio"`
+	RTTMargin config.Duration `yaml:"rtt-margin"`
+}
+
 // The defaults.
 const (
-	DefaultControlSocket = "/run/amptcp-pm.sock"
-	DefaultMaxSubflows   = 8 // the kernel's own maximum
-	DefaultEquation      = 1
-	DefaultTimeout       = 500 * time.Millisecond
-	DefaultTries         = 2
-	DefaultMaxCacheTTL   = 24 * time.Hour
-	DefaultPollInterval  = 100 * time.Millisecond
-	DefaultRepairEvery   = 250 * time.Millisecond
-	DefaultStallTime     = 300 * time.Millisecond
-	DefaultMaxBackoff    = 5 * time.Second
+	DefaultBackupRTTRatio  = 3
+	DefaultBackupRTTMargin = 20 * time.Millisecond
+	DefaultControlSocket   = "/run/amptcp-pm.sock"
+	DefaultMaxSubflows     = 8 // the kernel's own maximum
+	DefaultEquation        = 1
+	DefaultTimeout         = 500 * time.Millisecond
+	DefaultTries           = 2
+	DefaultMaxCacheTTL     = 24 * time.Hour
+	DefaultPollInterval    = 100 * time.Millisecond
+	DefaultRepairEvery     = 250 * time.Millisecond
+	DefaultStallTime       = 300 * time.Millisecond
+	DefaultMaxBackoff      = 5 * time.Second
 )
 
 // Load reads, decodes, completes and validates a configuration file.
@@ -196,6 +217,13 @@ func (c *Config) Defaults() {
 	setDuration(&c.Repair.Interval, DefaultRepairEvery)
 	setDuration(&c.Repair.StallTime, DefaultStallTime)
 	setDuration(&c.Repair.MaxBackoff, DefaultMaxBackoff)
+	if c.Backup.RTTRatio == 0 {
+		c.Backup.RTTRatio = DefaultBackupRTTRatio
+	}
+	setDuration(&c.Backup.RTTMargin, DefaultBackupRTTMargin)
+	if c.Congestion != nil {
+		c.Congestion.defaults()
+	}
 	if c.Control.Socket == "" {
 		c.Control.Socket = DefaultControlSocket
 	}
@@ -257,6 +285,13 @@ func (c *Config) Validate() error {
 	ck.positive("poll-interval", c.PollInterval)
 	ck.positive("repair.interval", c.Repair.Interval)
 	ck.positive("repair.stall-time", c.Repair.StallTime)
+	if c.Backup.RTTRatio < 1 {
+		ck.add("backup.rtt-ratio", "%g is below 1: every subflow would be slower than the best", c.Backup.RTTRatio)
+	}
+	ck.positive("backup.rtt-margin", c.Backup.RTTMargin)
+	if c.Congestion != nil {
+		c.Congestion.validate(&ck)
+	}
 	if c.Repair.MaxBackoff.Duration < c.Repair.Interval.Duration {
 		ck.add("repair.max-backoff", "%v is shorter than repair.interval", c.Repair.MaxBackoff)
 	}

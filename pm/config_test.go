@@ -95,3 +95,42 @@ func TestConfigPolicyErrors(t *testing.T) {
 		}
 	}
 }
+
+// The congestion control and backup sections: amptcp's names become the
+// kernel's, and their mistakes are named by path.
+func TestConfigCongestionAndBackup(t *testing.T) {
+	c, err := Parse([]byte(`
+congestion:
+  algorithm: lia
+  subflows:
+    - {rtt-above: 100ms, algorithm: wvegas}
+    - {local: 10.0.2.0/24, algorithm: reno}
+backup: {enabled: true}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := c.Congestion
+	if g.Algorithm != "amp_lia" || g.Subflows[0].Algorithm != "amp_wvegas" || g.Subflows[1].Algorithm != "reno" {
+		t.Errorf("names %q %q %q, want amp_lia amp_wvegas reno", g.Algorithm, g.Subflows[0].Algorithm, g.Subflows[1].Algorithm)
+	}
+	if !c.Backup.Enabled || c.Backup.RTTRatio != DefaultBackupRTTRatio || c.Backup.RTTMargin.Duration != DefaultBackupRTTMargin {
+		t.Errorf("backup defaults %+v", c.Backup)
+	}
+	_, err = Parse([]byte(`
+congestion:
+  subflows:
+    - {local: 10.0.2.0/33, remote: fd00::/64, rtt-above: -1s, algorithm: "not a name"}
+backup: {rtt-ratio: 0.5, rtt-margin: -1ms}
+`))
+	var errs config.Errors
+	if !errors.As(err, &errs) {
+		t.Fatalf("error %v is not config.Errors", err)
+	}
+	for _, path := range []string{"congestion.algorithm", "congestion.subflows[0].local", "congestion.subflows[0].remote",
+		"congestion.subflows[0].rtt-above", "congestion.subflows[0].algorithm", "backup.rtt-ratio", "backup.rtt-margin"} {
+		if !strings.Contains(err.Error(), path+":") {
+			t.Errorf("no error for %s in:\n%v", path, err)
+		}
+	}
+}

@@ -33,6 +33,10 @@ type Counters struct {
 	Broken    map[string]uint64 `json:"broken"`
 	Repaired  map[string]uint64 `json:"repaired"`
 	Destroyed map[string]uint64 `json:"destroyed"`
+	// Backups counts the subflows the backup policy gave backup
+	// priority, Promotions those it gave regular priority again.
+	Backups    uint64 `json:"backups"`
+	Promotions uint64 `json:"promotions"`
 	// Announced counts the addresses announced, AnnounceFailed the
 	// announcements the kernel refused.
 	Announced      uint64 `json:"announced"`
@@ -90,6 +94,7 @@ type counters struct {
 	fallbacks, created, portsInUse            uint64
 	createFailed, broken, repaired, destroyed map[string]uint64
 	announced, announceFailed                 uint64
+	backups, promotions                       uint64
 	lookups                                   map[string]uint64
 	latency, setup                            Histogram
 }
@@ -111,7 +116,7 @@ func (e *engine) counters() Counters {
 		Plans: maps.Clone(c.plans), PlanSizes: maps.Clone(c.planSizes), Fallbacks: c.fallbacks,
 		Created: c.created, CreateFailed: maps.Clone(c.createFailed), PortsInUse: c.portsInUse,
 		Broken: maps.Clone(c.broken), Repaired: maps.Clone(c.repaired), Destroyed: maps.Clone(c.destroyed),
-		Announced: c.announced, AnnounceFailed: c.announceFailed,
+		Announced: c.announced, AnnounceFailed: c.announceFailed, Backups: c.backups, Promotions: c.promotions,
 		Lookups: maps.Clone(c.lookups), LookupSeconds: c.latency.clone(), CacheEntries: e.cacheLen(),
 		SetupSeconds: c.setup.clone(),
 	}

@@ -148,6 +148,14 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	if err := d.deps.PathManager.SetPathManager("userspace"); err != nil {
 		return fmt.Errorf("pm: switch to the userspace path manager: %w", err)
 	}
+	if g := d.cfg.Congestion; g != nil {
+		undo, err := d.applyCongestion(g)
+		if err != nil {
+			d.deps.PathManager.SetPathManager(d.prevPM)
+			return err
+		}
+		defer undo()
+	}
 	defer func() {
 		if rerr := d.deps.PathManager.SetPathManager(d.prevPM); rerr != nil && err == nil {
 			err = fmt.Errorf("pm: restore the path manager %q: %w", d.prevPM, rerr)

@@ -149,6 +149,8 @@ type attempt struct {
 	progress time.Time
 	stuck    bool
 	rtt      time.Duration
+	// backup is the priority the backup policy gave it.
+	backup bool
 }
 
 func newEngine(cfg *Config, log *slog.Logger) *engine {
@@ -627,4 +629,5 @@ func (e *engine) subClosed(ev mptcp.Event) {
 		"errno", ev.Error, "reset_reason", ev.ResetReason, "established", s.att.established)
 	s.att = nil
 	e.broken(c, s, reason, refused)
+	e.backups(c) // a backup may have to take over
 }

@@ -18,6 +18,7 @@ type fakeKernel struct {
 	creates   []createCmd
 	destroys  []destroyCmd
 	announces []mptcp.Addr
+	backups   []backupCmd
 	inUse     map[uint16]bool
 	createErr error
 	limits    mptcp.Limits
@@ -62,6 +63,19 @@ func (k *fakeKernel) Announce(token uint32, a mptcp.Addr) error {
 }
 
 func (k *fakeKernel) Limits() (mptcp.Limits, error) { return k.limits, nil }
+
+type backupCmd struct {
+	token         uint32
+	local, remote netip.AddrPort
+	backup        bool
+}
+
+func (k *fakeKernel) SetBackup(token uint32, local, remote netip.AddrPort, backup bool) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.backups = append(k.backups, backupCmd{token, local, remote, backup})
+	return nil
+}
 
 // created returns the creates since the last call.
 func (k *fakeKernel) created() []createCmd {

@@ -15,6 +15,9 @@ type Kernel interface {
 	DestroySubflow(token uint32, local, remote netip.AddrPort) error
 	Announce(token uint32, a mptcp.Addr) error
 	Limits() (mptcp.Limits, error)
+	// SetBackup sets or clears a subflow's backup priority (SET_FLAGS,
+	// which sends MP_PRIO).
+	SetBackup(token uint32, local, remote netip.AddrPort, backup bool) error
 }
 
 // Diag reads the kernel's MPTCP sockets (sock_diag), reduced to what the

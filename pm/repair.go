@@ -155,7 +155,7 @@ func (e *engine) needsPoll() (conns, subflows bool) {
 		switch {
 		case c.state == stateWaiting:
 			conns = true
-		case c.state == stateOpen && *e.cfg.Repair.Enabled && len(c.slots) > 1:
+		case c.state == stateOpen && (*e.cfg.Repair.Enabled || e.cfg.Backup.Enabled) && len(c.slots) > 1:
 			subflows = true
 		}
 	}
@@ -286,18 +286,18 @@ func (e *engine) watch(subs []SubflowInfo) {
 				progressing++
 			}
 		}
-		if !*e.cfg.Repair.Enabled {
-			continue
-		}
-		for _, s := range c.slots {
-			a := s.att
-			if a == nil || !a.established || !a.stuck || now.Sub(a.progress) < stall {
-				continue
+		if *e.cfg.Repair.Enabled {
+			for _, s := range c.slots {
+				a := s.att
+				if a == nil || !a.established || !a.stuck || now.Sub(a.progress) < stall {
+					continue
+				}
+				if progressing > 0 {
+					e.destroy(c, s, "stall")
+				}
 			}
-			if progressing > 0 {
-				e.destroy(c, s, "stall")
-			}
 		}
+		e.backups(c)
 	}
 }
 

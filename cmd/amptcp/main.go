@@ -18,6 +18,7 @@ type command struct {
 
 var commands = []command{
 	{"bench", "BENCHMARK [opts]", "measure: map-request (lispd's mapping system), dataplane (data paths), pm (repairs), first-packet (connections to unresolved EIDs)", runBench},
+	{"cc", "load|unload|status", "coupled congestion controls of multipath TCP (LIA, OLIA, BALIA, wVegas) in BPF", runCC},
 	{"decode", "[-data] [HEX...]", "decode a LISP control message or data header written in hex", runDecode},
 	{"doctor", "[-json]", "check that this machine's kernel and tools offer what amptcp needs", runDoctor},
 	{"lab", "up|run|report ...", "build a lab from a topology file, run experiments in it, report them", runLab},

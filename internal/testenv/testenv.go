@@ -33,6 +33,20 @@ func Require(t testing.TB, ok bool, reason string) {
 	t.Skip(reason)
 }
 
+// LongEnv is the environment variable that runs the long tests: proofs
+// that take minutes of emulated traffic each (make test-long sets it).
+const LongEnv = "AMPTCP_LONG"
+
+// RequireLong skips t unless AMPTCP_LONG=1: a proof of minutes that CI's
+// run of the whole suite leaves out, and that make test-long runs. It is
+// not a missing privilege, so it skips even when Strict.
+func RequireLong(t testing.TB, what string) {
+	t.Helper()
+	if os.Getenv(LongEnv) != "1" {
+		t.Skipf("%s: a long test, run with %s=1 (make test-long)", what, LongEnv)
+	}
+}
+
 // RequireRoot needs an effective user ID of 0, as namespaces, BPF and
 // generic netlink commands do.
 func RequireRoot(t testing.TB) {

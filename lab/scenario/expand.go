@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/amptcp/amptcp/cc"
 	"github.com/amptcp/amptcp/lab/topo"
 	"github.com/amptcp/amptcp/lab/traffic"
 	"github.com/amptcp/amptcp/pm"
@@ -18,6 +19,9 @@ type PMSetting struct {
 	Subflows int
 	// TCP: the flows are plain TCP; the hosts' policy is default.
 	TCP bool
+	// Backup turns the path manager's backup policy on (a value that
+	// ends with "backup": "subflows 2 backup").
+	Backup bool
 }
 
 // maxSubflows is the kernel's limit of subflows per connection (the
@@ -28,6 +32,11 @@ const maxSubflows = 9
 // or "ndiffports N".
 func ParsePM(s string) (PMSetting, error) {
 	f := strings.Fields(s)
+	if len(f) > 1 && f[len(f)-1] == "backup" && f[0] != "tcp" {
+		setting, err := ParsePM(strings.Join(f[:len(f)-1], " "))
+		setting.Backup = true
+		return setting, err
+	}
 	switch {
 	case len(f) == 1 && f[0] == "tcp":
 		return PMSetting{Policy: pm.PolicyDefault, TCP: true}, nil
@@ -40,7 +49,7 @@ func ParsePM(s string) (PMSetting, error) {
 		}
 		return PMSetting{Policy: pm.Policy(f[0]), Subflows: n}, nil
 	}
-	return PMSetting{}, fmt.Errorf("%q is not one of amptcp, subflows N, fullmesh, ndiffports N, default, tcp", s)
+	return PMSetting{}, fmt.Errorf("%q is not one of amptcp, subflows N, fullmesh, ndiffports N, default, tcp (any but tcp may end with backup)", s)
 }
 
 // TopologyFor is the topology of a variant's runs: named after the
@@ -71,6 +80,7 @@ func (s *Scenario) TopologyFor(v Variant) *topo.Topology {
 			cfg = *n.PM
 		}
 		cfg.Policy, cfg.Subflows = setting.Policy, setting.Subflows
+		cfg.Backup.Enabled = cfg.Backup.Enabled || setting.Backup
 		n.PM = &cfg
 	}
 	return &t
@@ -133,10 +143,26 @@ const (
 	WarmupPort = 5000
 )
 
+// CongestionControls lists the congestion controls the scenario's stream
+// flows use, by their kernel names, each once.
+func (s *Scenario) CongestionControls() []string {
+	var out []string
+	for _, v := range s.Variants.Matrix() {
+		for _, p := range s.Plan(v) {
+			for _, f := range p.Traffic {
+				if f.CongestionControl != "" && !slices.Contains(out, f.CongestionControl) {
+					out = append(out, f.CongestionControl)
+				}
+			}
+		}
+	}
+	return out
+}
+
 // Plan returns the flows of a variant's runs.
 func (s *Scenario) Plan(v Variant) []Planned {
 	pmv, _ := ParsePM(v.Get(DimPM))
-	cc := v.Get(DimCC)
+	ccName := cc.KernelName(v.Get(DimCC))
 	var sizes []int64
 	if s.Sizes != nil {
 		sizes, _ = s.Sizes.Bytes()
@@ -145,12 +171,12 @@ func (s *Scenario) Plan(v Variant) []Planned {
 	out := make([]Planned, len(flows))
 	for i, f := range flows {
 		p := Planned{Flow: f, Port: BasePort + i}
-		base := traffic.Flow{ID: f.Name, Protocol: traffic.MPTCP, CongestionControl: f.CC}
+		base := traffic.Flow{ID: f.Name, Protocol: traffic.MPTCP, CongestionControl: cc.KernelName(f.CC)}
 		if f.Protocol == "tcp" || pmv.TCP {
 			base.Protocol = traffic.TCP
 		}
-		if cc != "" {
-			base.CongestionControl = cc
+		if ccName != "" {
+			base.CongestionControl = ccName
 		}
 		if f.Direction == "download" {
 			base.Direction = traffic.Download

@@ -263,15 +263,63 @@ func TestParsePM(t *testing.T) {
 	for in, want := range map[string]PMSetting{
 		"amptcp": {Policy: pm.PolicyAMPTCP}, "default": {Policy: pm.PolicyDefault}, "fullmesh": {Policy: pm.PolicyFullmesh},
 		"subflows 3": {Policy: pm.PolicySubflows, Subflows: 3}, "ndiffports 2": {Policy: pm.PolicyNdiffports, Subflows: 2},
-		"tcp": {Policy: pm.PolicyDefault, TCP: true},
+		"tcp": {Policy: pm.PolicyDefault, TCP: true}, "subflows 2 backup": {Policy: pm.PolicySubflows, Subflows: 2, Backup: true},
 	} {
 		if got, err := ParsePM(in); err != nil || got != want {
 			t.Errorf("ParsePM(%q) = %+v, %v; want %+v", in, got, err, want)
 		}
 	}
-	for _, in := range []string{"", "subflows", "subflows x", "subflows 10", "amptcp 2", "kernel"} {
+	for _, in := range []string{"", "subflows", "subflows x", "subflows 10", "amptcp 2", "kernel", "tcp backup", "backup"} {
 		if _, err := ParsePM(in); err == nil {
 			t.Errorf("ParsePM(%q): no error", in)
+		}
+	}
+}
+
+// amptcp's coupled congestion controls may be named short in a
+// scenario: the flows get the kernel's names, and the lab loads those.
+func TestCoupledCongestionControlNames(t *testing.T) {
+	s, err := Parse([]byte(`name: c
+topology: lab.yaml
+flows:
+  - {name: f, from: client, to: server, kind: saturated, duration: 10s}
+  - {name: g, from: client, to: server, kind: saturated, duration: 10s, cc: olia}
+variants:
+  cc: [lia, amp_balia, cubic]
+repetitions: 1
+`), filepath.Dir(docFiles(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, v := range s.Variants.Matrix() {
+		got = append(got, s.Plan(v)[0].Traffic[0].CongestionControl)
+	}
+	if !slices.Equal(got, []string{"amp_lia", "amp_balia", "cubic"}) {
+		t.Errorf("the flows' congestion controls are %v, want amp_lia amp_balia cubic", got)
+	}
+	if all := s.CongestionControls(); !slices.Equal(all, []string{"amp_lia", "amp_balia", "cubic"}) {
+		t.Errorf("CongestionControls() = %v", all)
+	}
+}
+
+// docs/scenarios/backup.yaml loads, and its second variant turns the
+// backup policy on for the client only.
+func TestBackupScenario(t *testing.T) {
+	s, err := Load("../../docs/scenarios/backup.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := s.Variants.Matrix()
+	if len(m) != 2 {
+		t.Fatalf("%d variants, want 2", len(m))
+	}
+	for i, v := range m {
+		for _, n := range s.TopologyFor(v).Nodes {
+			want := i == 1 && n.Name == "client"
+			if got := n.PM != nil && n.PM.Backup.Enabled; got != want {
+				t.Errorf("variant %s, node %s: backup %v", v, n.Name, got)
+			}
 		}
 	}
 }

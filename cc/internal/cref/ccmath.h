@@ -1,0 +1,1 @@
+../../bpf/ccmath.h

@@ -1,0 +1,430 @@
+package cc
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/amptcp/amptcp/internal/testenv"
+	"github.com/amptcp/amptcp/lab/linkemu"
+)
+
+// The proof tests run real MPTCP connections over the rig's emulated
+// links and check the claims of the algorithms' papers. Each flow's
+// sender keeps its subflows window-limited: socket buffers far above
+// any window here (32 MiB) and a writer that never pauses; measure checks
+// that the subflows spent less than a fifth of their busy time limited by
+// the send buffer or the receiver's window. Runs are repeated and
+// interleaved, and the tests compare medians with bounds that a broken
+// (or uncoupled) algorithm misses but a correct one meets on a busy
+// machine. The numbers go to the test log; docs/cc.md quotes them.
+
+// Goodput of a TCP flow over a link of rate r, per bit of the link: 1448
+// bytes of payload in 1514-byte frames (TCP timestamps on).
+const goodput = 1448.0 / 1514
+
+// rates is what measure saw: each flow's goodput (Mbit/s, at its
+// receiver) and, for MPTCP flows, each subflow's by client address; and
+// the fraction of the frames that the emulator wrote more than 5 ms late
+// (a busy machine starved it: the run does not count).
+type rates struct {
+	flow    map[string]float64
+	subflow map[string]map[int]float64
+	late    float64
+}
+
+// lateFrames counts the frames the rig's links wrote, and those more
+// than 5 ms late.
+func (rg *rig) lateFrames() (all, late uint64) {
+	for _, l := range rg.bottlenecks {
+		st, err := l.Stats()
+		if err != nil {
+			rg.t.Fatal(err)
+		}
+		for _, h := range []linkemu.Histogram{st.AB.Lateness, st.BA.Lateness} {
+			all += h.Count
+			for i, c := range h.Counts {
+				if i == len(linkemu.LatenessBounds) || linkemu.LatenessBounds[i] > 5*time.Millisecond {
+					late += c
+				}
+			}
+		}
+	}
+	return all, late
+}
+
+// measure runs the flows for warmup, then measures them for d.
+func (rg *rig) measure(flows []*flow, warmup, d time.Duration) rates {
+	t := rg.t
+	t.Helper()
+	time.Sleep(warmup)
+	all0, late0 := rg.lateFrames()
+	type snap struct {
+		recv   int64
+		sub    map[int]uint64 // bytes acked by client address index
+		sndbuf time.Duration  // sndbuf- and rwnd-limited time of the subflows
+		rwnd   time.Duration
+		busy   time.Duration
+	}
+	take := func(f *flow) snap {
+		s := snap{recv: f.received.Load(), sub: map[int]uint64{}}
+		if fi, err := f.fullInfo(); err == nil {
+			for _, sf := range fi.Subflows {
+				k := int(sf.Local.Addr().As4()[2])
+				s.sub[k] += sf.TCP.BytesAcked
+				s.sndbuf += sf.TCP.SndbufLimited
+				s.rwnd += sf.TCP.RwndLimited
+				s.busy += sf.TCP.BusyTime
+			}
+		}
+		return s
+	}
+	before := make([]snap, len(flows))
+	for i, f := range flows {
+		before[i] = take(f)
+	}
+	start := time.Now()
+	time.Sleep(d)
+	r := rates{flow: map[string]float64{}, subflow: map[string]map[int]float64{}}
+	secs := time.Since(start).Seconds()
+	if all1, late1 := rg.lateFrames(); all1 > all0 {
+		r.late = float64(late1-late0) / float64(all1-all0)
+	}
+	for i, f := range flows {
+		after := take(f)
+		r.flow[f.name] = float64(after.recv-before[i].recv) * 8 / secs / 1e6
+		if len(after.sub) > 0 {
+			r.subflow[f.name] = map[int]float64{}
+			for k, v := range after.sub {
+				r.subflow[f.name][k] = float64(v-before[i].sub[k]) * 8 / secs / 1e6
+			}
+			if busy := after.busy - before[i].busy; busy > 0 {
+				sndbuf := float64(after.sndbuf-before[i].sndbuf) / float64(busy)
+				rwnd := float64(after.rwnd-before[i].rwnd) / float64(busy)
+				if sndbuf+rwnd > 0.2 {
+					t.Errorf("flow %s: its subflows were limited by the send buffer %.0f %% and by the receiver's window %.0f %% of their busy time: the test needs them window-limited", f.name, 100*sndbuf, 100*rwnd)
+				}
+			}
+		}
+	}
+	return r
+}
+
+// disturbed says that a busy machine starved the emulator during the run.
+func (r rates) disturbed() bool { return r.late > 0.01 }
+
+// run measures a run until it is not disturbed, 4 tries at most.
+func (rg *rig) run(what string, fn func() rates) rates {
+	rg.t.Helper()
+	for try := 1; ; try++ {
+		r := fn()
+		if !r.disturbed() {
+			return r
+		}
+		rg.t.Logf("%s: %.1f %% of the frames were more than 5 ms late: the machine starved the emulator, run again", what, 100*r.late)
+		if try == 4 {
+			rg.t.Fatalf("%s: the emulation was disturbed in %d runs out of %d: the machine is too busy for this test", what, try, try)
+		}
+		time.Sleep(2 * time.Second)
+	}
+}
+
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s) == 0 {
+		return 0
+	}
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func requireLong(t *testing.T) {
+	t.Helper()
+	testenv.RequireLong(t, "minutes of emulated traffic")
+	requireStructOps(t)
+}
+
+// loadAll registers the coupled controls for the test, unless registered.
+func loadAll(t *testing.T) {
+	t.Helper()
+	for _, n := range Names {
+		release, err := Use(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { release() })
+	}
+}
+
+// settle lets the connections of a run close before the next starts.
+const settle = 2 * time.Second
+
+// Shared bottleneck: a connection of two subflows against one TCP flow
+// through the same link. Uncoupled Reno takes about two thirds (two TCP
+// flows against one); each coupled control about half, as one TCP would
+// (RFC 6356 §2, goal 2: do no harm). wVegas is delay-based: it competes
+// against a wVegas connection of one subflow (a loss-based flow would
+// push it off the path, and Linux's Vegas keeps 2-4 packets queued where
+// a wVegas connection keeps 10).
+func TestSharedBottleneck(t *testing.T) {
+	requireLong(t)
+	loadAll(t)
+	// 20 Mbit/s, 20 ms RTT, a queue of one bandwidth-delay product, for
+	// the two addresses of the MPTCP connection and the TCP flow's.
+	rg := newRig(t, []linkemu.Params{bottleneck(20*mbit, 10*time.Millisecond, 1)}, []int{0, 0, 0}, 2)
+	variants := []struct{ mptcp, tcp string }{{"reno", "reno"}, {LIA, "reno"}, {OLIA, "reno"}, {BALIA, "reno"}, {WVegas, WVegas}}
+	single := map[string]bool{WVegas: true} // the competitor: an MPTCP connection of one subflow
+	shares := map[string][]float64{}
+	for rep := range 3 {
+		for i := range variants {
+			v := variants[(i+rep)%len(variants)] // interleaved
+			what := fmt.Sprintf("rep %d, %s against %s TCP", rep, v.mptcp, v.tcp)
+			r := rg.run(what, func() rates {
+				m := rg.startFlow("mptcp", v.mptcp, true, 1)
+				tcp := rg.startFlow("tcp", v.tcp, single[v.tcp], 3) // address 3 has no second subflow
+				defer time.Sleep(settle)
+				defer tcp.stop()
+				defer m.stop()
+				return rg.measure([]*flow{m, tcp}, 4*time.Second, 10*time.Second)
+			})
+			share := r.flow["mptcp"] / (r.flow["mptcp"] + r.flow["tcp"])
+			t.Logf("%s: MPTCP %.2f Mbit/s (subflows %.2f + %.2f), TCP %.2f: share %.3f",
+				what, r.flow["mptcp"], r.subflow["mptcp"][1], r.subflow["mptcp"][2], r.flow["tcp"], share)
+			shares[v.mptcp] = append(shares[v.mptcp], share)
+		}
+	}
+	reno := median(shares["reno"])
+	t.Logf("median shares: reno %.3f, lia %.3f, olia %.3f, balia %.3f, wvegas %.3f", reno,
+		median(shares[LIA]), median(shares[OLIA]), median(shares[BALIA]), median(shares[WVegas]))
+	if reno < 0.55 {
+		t.Errorf("uncoupled Reno took %.3f of the bottleneck, want about 2/3: the subflows did not both compete", reno)
+	}
+	for _, n := range Coupled {
+		s := median(shares[n])
+		if s < 0.35 || s > 0.6 {
+			t.Errorf("%s took %.3f of a shared bottleneck, want about 1/2 (0.35-0.6)", n, s)
+		}
+		if n != WVegas && s > reno-0.07 {
+			t.Errorf("%s took %.3f, not clearly less than uncoupled Reno's %.3f", n, s, reno)
+		}
+	}
+}
+
+// Disjoint bottlenecks: each coupled control uses both paths, at least
+// 0.9 of what one TCP gets on each alone (RFC 6356 §2, goal 1: improve
+// throughput), measured in the same run.
+func TestDisjointBottlenecks(t *testing.T) {
+	requireLong(t)
+	loadAll(t)
+	link := bottleneck(10*mbit, 10*time.Millisecond, 1)
+	rg := newRig(t, []linkemu.Params{link, link}, []int{0, 1}, 2)
+	var alone float64
+	for k := 1; k <= 2; k++ {
+		r := rg.run(fmt.Sprintf("TCP alone on path %d", k), func() rates {
+			f := rg.startFlow("tcp", "reno", false, k)
+			defer time.Sleep(settle)
+			defer f.stop()
+			return rg.measure([]*flow{f}, 3*time.Second, 8*time.Second)
+		})
+		t.Logf("TCP alone on path %d: %.2f Mbit/s", k, r.flow["tcp"])
+		alone += r.flow["tcp"]
+	}
+	totals := map[string][]float64{}
+	for rep := range 2 {
+		for i := range Coupled {
+			n := Coupled[(i+rep)%len(Coupled)]
+			what := fmt.Sprintf("rep %d, %s", rep, n)
+			r := rg.run(what, func() rates {
+				f := rg.startFlow("mptcp", n, true, 1)
+				defer time.Sleep(settle)
+				defer f.stop()
+				return rg.measure([]*flow{f}, 4*time.Second, 8*time.Second)
+			})
+			t.Logf("%s: %.2f Mbit/s (subflows %.2f + %.2f) of %.2f", what, r.flow["mptcp"],
+				r.subflow["mptcp"][1], r.subflow["mptcp"][2], alone)
+			totals[n] = append(totals[n], r.flow["mptcp"])
+		}
+	}
+	for _, n := range Coupled {
+		if got := median(totals[n]); got < 0.9*alone {
+			t.Errorf("%s moved %.2f Mbit/s over two disjoint paths, less than 0.9 of the %.2f two TCP flows get on them", n, got, alone)
+		}
+	}
+}
+
+// [Khalili12]'s problem P2 on its smallest scenario: a multipath user
+// with a path of its own and a path shared with a TCP user. LIA sends too
+// much over the shared, congested path and takes from the TCP user more
+// than it needs; OLIA, Pareto-optimal, leaves the shared path to the TCP
+// user while its own path serves it. BALIA ([Peng16]) sits between.
+func TestFriendliness(t *testing.T) {
+	requireLong(t)
+	loadAll(t)
+	link := bottleneck(10*mbit, 10*time.Millisecond, 1)
+	capacity := 10 * goodput
+	// Path 1 (address 1) alone on bottleneck 1; path 2 (address 2) and
+	// the TCP user (address 3) on bottleneck 2.
+	rg := newRig(t, []linkemu.Params{link, link}, []int{0, 1, 1}, 2)
+	tcpShare := map[string][]float64{}
+	mptcp := map[string][]float64{}
+	variants := []string{"reno", LIA, OLIA, BALIA}
+	for rep := range 2 {
+		for i := range variants {
+			n := variants[(i+rep)%len(variants)]
+			what := fmt.Sprintf("rep %d, %s", rep, n)
+			r := rg.run(what, func() rates {
+				m := rg.startFlow("mptcp", n, true, 1)
+				tcp := rg.startFlow("tcp", "reno", false, 3)
+				defer time.Sleep(settle)
+				defer tcp.stop()
+				defer m.stop()
+				return rg.measure([]*flow{m, tcp}, 6*time.Second, 12*time.Second)
+			})
+			t.Logf("%s: own path %.2f, shared path %.2f, TCP %.2f Mbit/s", what,
+				r.subflow["mptcp"][1], r.subflow["mptcp"][2], r.flow["tcp"])
+			tcpShare[n] = append(tcpShare[n], r.flow["tcp"]/capacity)
+			mptcp[n] = append(mptcp[n], r.flow["mptcp"])
+		}
+	}
+	share := func(n string) float64 { return median(tcpShare[n]) }
+	t.Logf("the TCP user's share of the shared path: reno %.3f, lia %.3f, olia %.3f, balia %.3f",
+		share("reno"), share(LIA), share(OLIA), share(BALIA))
+	if share(LIA) < share("reno")+0.05 {
+		t.Errorf("LIA left the TCP user %.3f of its path, not more than uncoupled Reno's %.3f", share(LIA), share("reno"))
+	}
+	if share(OLIA) < 0.8 || share(OLIA) < share(LIA)+0.08 {
+		t.Errorf("OLIA left the TCP user %.3f of its path, want at least 0.8 and clearly more than LIA's %.3f", share(OLIA), share(LIA))
+	}
+	if share(BALIA) < share(LIA)-0.05 {
+		t.Errorf("BALIA left the TCP user %.3f, less than LIA's %.3f", share(BALIA), share(LIA))
+	}
+	for _, n := range []string{LIA, OLIA, BALIA} {
+		if got := median(mptcp[n]); got < 0.9*capacity {
+			t.Errorf("%s: the multipath user got %.2f Mbit/s, less than 0.9 of its own path", n, got)
+		}
+	}
+}
+
+// [Peng16]'s responsiveness on the same scenario: when the TCP user of
+// the shared path leaves, how long the multipath user takes to fill it.
+// LIA and BALIA move within seconds; OLIA keeps a window of a packet or
+// two on a path that is not among its best ones, and its measure of the
+// best paths (bytes between losses) grows slowly on so small a window:
+// [Peng16] reports it unresponsive there, and BALIA designed to fix it.
+func TestResponsiveness(t *testing.T) {
+	requireLong(t)
+	loadAll(t)
+	link := bottleneck(10*mbit, 10*time.Millisecond, 1)
+	capacity := 10 * goodput
+	rg := newRig(t, []linkemu.Params{link, link}, []int{0, 1, 1}, 2)
+	took := map[string]time.Duration{}
+	for _, n := range []string{LIA, BALIA, OLIA} {
+		var d time.Duration
+		rg.run(n, func() rates {
+			m := rg.startFlow("mptcp", n, true, 1)
+			tcp := rg.startFlow("tcp", "reno", false, 3)
+			defer time.Sleep(settle)
+			defer m.stop()
+			time.Sleep(15 * time.Second)
+			tcp.stop()
+			all0, late0 := rg.lateFrames()
+			d = fillTime(t, m, 2, 0.7*capacity, 30*time.Second)
+			all1, late1 := rg.lateFrames()
+			return rates{late: float64(late1-late0) / float64(max(all1-all0, 1))}
+		})
+		took[n] = d
+		t.Logf("%s: the shared path carried 0.7 of its capacity %v after the TCP user left", n, d.Round(100*time.Millisecond))
+	}
+	for _, n := range []string{LIA, BALIA} {
+		if took[n] > 10*time.Second {
+			t.Errorf("%s took %v to use the path the TCP user left, want within 10 s", n, took[n])
+		}
+	}
+	if took[BALIA] >= took[OLIA] {
+		t.Errorf("BALIA took %v and OLIA %v: BALIA should respond faster ([Peng16])", took[BALIA], took[OLIA])
+	}
+}
+
+// fillTime samples the rate of m's subflows from client address k every
+// 500 ms and returns when two samples in a row reached rate, or limit.
+func fillTime(t *testing.T, m *flow, k byte, rate float64, limit time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	var prev uint64
+	at := time.Now()
+	streak := 0
+	for time.Since(start) < limit {
+		time.Sleep(500 * time.Millisecond)
+		fi, err := m.fullInfo()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var acked uint64
+		for _, s := range fi.Subflows {
+			if s.Local.Addr().As4()[2] == k {
+				acked += s.TCP.BytesAcked
+			}
+		}
+		r := float64(acked-prev) * 8 / time.Since(at).Seconds() / 1e6
+		if prev == 0 {
+			r = 0
+		}
+		prev, at = acked, time.Now()
+		if r < rate {
+			streak = 0
+		} else if streak++; streak == 2 {
+			return time.Since(start) - 500*time.Millisecond
+		}
+	}
+	return limit
+}
+
+// [Cao12]: wVegas moves traffic off a path whose queue grows. Two
+// disjoint paths with deep queues; a loss-based TCP flow joins path 2 and
+// fills its queue. wVegas then sends little there and carries on over
+// path 1; LIA, loss-based, keeps its share of path 2.
+func TestWVegasLeavesAGrowingQueue(t *testing.T) {
+	requireLong(t)
+	loadAll(t)
+	link := bottleneck(10*mbit, 10*time.Millisecond, 4)
+	capacity := 10 * goodput
+	rg := newRig(t, []linkemu.Params{link, link}, []int{0, 1, 1}, 2)
+	onPath2 := map[string]float64{}
+	for _, n := range []string{WVegas, LIA} {
+		var alone, shared rates
+		rg.run(n, func() rates {
+			m := rg.startFlow("mptcp", n, true, 1)
+			defer time.Sleep(settle)
+			defer m.stop()
+			alone = rg.measure([]*flow{m}, 4*time.Second, 8*time.Second)
+			tcp := rg.startFlow("tcp", "reno", false, 3)
+			defer tcp.stop()
+			shared = rg.measure([]*flow{m, tcp}, 5*time.Second, 12*time.Second)
+			return rates{late: max(alone.late, shared.late)}
+		})
+		t.Logf("%s alone: path 1 %.2f, path 2 %.2f Mbit/s", n, alone.subflow["mptcp"][1], alone.subflow["mptcp"][2])
+		t.Logf("%s with TCP on path 2: path 1 %.2f, path 2 %.2f, TCP %.2f Mbit/s", n,
+			shared.subflow["mptcp"][1], shared.subflow["mptcp"][2], shared.flow["tcp"])
+		for k := 1; k <= 2; k++ {
+			if alone.subflow["mptcp"][k] < 0.25*alone.flow["mptcp"] {
+				t.Errorf("%s alone sent %.2f of %.2f Mbit/s over path %d: it should use both", n, alone.subflow["mptcp"][k], alone.flow["mptcp"], k)
+			}
+		}
+		onPath2[n] = shared.subflow["mptcp"][2]
+		if n == WVegas {
+			if shared.subflow["mptcp"][1] < 0.8*capacity {
+				t.Errorf("wVegas carried %.2f Mbit/s over path 1, want at least 0.8 of it", shared.subflow["mptcp"][1])
+			}
+			if shared.subflow["mptcp"][2] > 0.15*capacity {
+				t.Errorf("wVegas kept %.2f Mbit/s on path 2 whose queue the TCP flow fills, want at most 0.15 of it", shared.subflow["mptcp"][2])
+			}
+		}
+	}
+	if onPath2[LIA] < 2*onPath2[WVegas] {
+		t.Errorf("on the path with the growing queue: LIA %.2f, wVegas %.2f Mbit/s: wVegas should leave it far more", onPath2[LIA], onPath2[WVegas])
+	}
+}
