@@ -107,28 +107,25 @@ func measurePath(ctx context.Context, plan *topo.Plan, links LinkControl, from, 
 		return pf, fmt.Errorf("rtt without the delays: %w", err)
 	}
 
-	goodput, mss, err := singleFlow(ctx, plan, from, to)
+	flow, err := singleFlow(ctx, plan, links, from, to)
 	if err != nil {
 		pf.Name += " via " + pathName(used)
 		return pf, fmt.Errorf("rate: %w", err)
 	}
-	s2, err := links.Stats()
-	if err != nil {
-		return pf, err
-	}
 	// The flow's data crossed the links that carried most of its
 	// bytes (the ACKs, the other way, are a few percent of them).
-	total := goodput * (rateDuration - rateSkip).Seconds() / 8
-	data := crossed(s1, s2, func(_, bytes uint64) bool { return float64(bytes) >= total/2 })
+	first, last := flow.snaps[0].stats, flow.snaps[len(flow.snaps)-1].stats
+	total := flow.goodput * (rateDuration - rateSkip).Seconds() / 8
+	data := crossed(first, last, func(_, bytes uint64) bool { return float64(bytes) >= total/2 })
 	pf.Name += " via " + pathName(used)
 	if !subset(data, used) {
 		// The flow took other links than the echoes (the xTRs hash a
 		// flow's ports): its rate is theirs.
 		pf.Name += "; its data via " + pathName(data)
 	}
-	pf.Rate = goodput
-	pf.RateWant = wantRate(plan, s1, s2, data, mss)
-
+	pf.Goodput = flow.goodput
+	pf.RateWant = wantRate(plan, first, last, data, flow.mss)
+	pf.Rate = linkRate(plan, flow, data)
 	tol := max(RTTTolerance, time.Duration(RTTToleranceShare*float64(pf.RTTWant)))
 	// The links must add their delays to what the path costs without
 	// them (the baseline, which holds the serialization too).
@@ -279,28 +276,73 @@ func wantRTT(plan *topo.Plan, before, after map[string]linkemu.Stats, used []lin
 	return want
 }
 
-// wantRate is the goodput a single flow should reach on the data's
-// links: the smallest rate, times the payload's share of that link's
-// frames (the MSS over the mean frame it delivered, which counts the
-// tunnels' headers where there are some).
-func wantRate(plan *topo.Plan, before, after map[string]linkemu.Stats, data []linkDir, mss int) float64 {
-	want := 0.0
+// bottleneck is the data's link direction with the smallest configured
+// rate, false when none has a rate.
+func bottleneck(plan *topo.Plan, data []linkDir) (linkDir, float64, bool) {
+	var best linkDir
+	rate := 0.0
 	for _, d := range data {
-		p, ok := linkParams(plan, d.link)
-		if !ok || p.Rate <= 0 {
-			continue
-		}
-		a, b := after[d.link], before[d.link]
-		da, db := a.Dir(d.dir), b.Dir(d.dir)
-		if da.Delivered == db.Delivered {
-			continue
-		}
-		frame := float64(da.DeliveredBytes-db.DeliveredBytes) / float64(da.Delivered-db.Delivered)
-		if r := p.Rate * min(1, float64(mss)/frame); want == 0 || r < want {
-			want = r
+		if p, ok := linkParams(plan, d.link); ok && p.Rate > 0 && (rate == 0 || p.Rate < rate) {
+			best, rate = d, p.Rate
 		}
 	}
-	return want
+	return best, rate, rate > 0
+}
+
+// payloadShare is the share of a link direction's delivered bytes that
+// was a flow's payload: the MSS over the mean frame it delivered between
+// two snapshots (which counts the tunnels' headers where there are some);
+// 1 when it delivered nothing.
+func payloadShare(before, after map[string]linkemu.Stats, d linkDir, mss int) float64 {
+	a, b := after[d.link], before[d.link]
+	da, db := a.Dir(d.dir), b.Dir(d.dir)
+	if da.Delivered == db.Delivered {
+		return 1
+	}
+	frame := float64(da.DeliveredBytes-db.DeliveredBytes) / float64(da.Delivered-db.Delivered)
+	return min(1, float64(mss)/frame)
+}
+
+// wantRate is the goodput a single flow should reach on the data's
+// links: the bottleneck's rate times the payload's share of its frames.
+func wantRate(plan *topo.Plan, before, after map[string]linkemu.Stats, data []linkDir, mss int) float64 {
+	d, rate, ok := bottleneck(plan, data)
+	if !ok {
+		return 0
+	}
+	return rate * payloadShare(before, after, d, mss)
+}
+
+// linkRate is the payload rate the data's bottleneck delivered while the
+// flow kept it busy: the slope of its delivered bytes, sampled every
+// linkSampleInterval from rateSkip to the end of sending, times the
+// payload's share of its frames. The link's counters, not the
+// receiver's bytes: TCP hands the application its bytes in order, so
+// each drop-tail loss stalls the receiver for a round trip and then
+// bursts, which moved the receiver's rate over 1.5 s by 5 % either way
+// on a link that delivered its 4 Mbit/s to within 1 %.
+func linkRate(plan *topo.Plan, flow *flowMeasure, data []linkDir) float64 {
+	d, _, ok := bottleneck(plan, data)
+	if !ok {
+		return flow.goodput
+	}
+	var pts []point
+	var first, last map[string]linkemu.Stats
+	for _, sn := range flow.snaps {
+		if sn.at < rateSkip || sn.at > rateDuration {
+			continue
+		}
+		if first == nil {
+			first = sn.stats
+		}
+		last = sn.stats
+		st := sn.stats[d.link]
+		pts = append(pts, point{sn.at.Seconds(), float64(st.Dir(d.dir).DeliveredBytes) * 8})
+	}
+	if len(pts) < 5 {
+		return flow.goodput
+	}
+	return slope(pts) * payloadShare(first, last, d, flow.mss)
 }
 
 // lossy reports whether any of the link directions loses frames.
@@ -380,10 +422,25 @@ func probeRTT(ctx context.Context, plan *topo.Plan, from, to string) (time.Durat
 	return rtts[len(rtts)/2], len(rtts), nil
 }
 
+// flowMeasure is what the single flow of a path measured: the
+// receiver's goodput (the slope of its bytes from rateSkip to the end of
+// sending), the sender's MSS, and snapshots of the links' counters from
+// the flow's start to its end.
+type flowMeasure struct {
+	goodput float64
+	mss     int
+	snaps   []linkSnapshot
+}
+
+// linkSnapshot is the links' counters at a time since a flow started.
+type linkSnapshot struct {
+	at    time.Duration
+	stats map[string]linkemu.Stats
+}
+
 // singleFlow runs one saturated TCP flow with cubic from one host to the
-// other and returns the receiver's goodput between rateSkip and the end
-// of sending (bit/s), the slope of its samples, and the sender's MSS.
-func singleFlow(ctx context.Context, plan *topo.Plan, from, to string) (float64, int, error) {
+// other, reading the links' counters every linkSampleInterval meanwhile.
+func singleFlow(ctx context.Context, plan *topo.Plan, links LinkControl, from, to string) (*flowMeasure, error) {
 	addr := serverAddr(plan, to, fidelityPort)
 	f := traffic.Flow{ID: "fidelity", Kind: traffic.Saturate, Protocol: traffic.TCP,
 		CongestionControl: "cubic", Duration: rateDuration}
@@ -393,7 +450,7 @@ func singleFlow(ctx context.Context, plan *topo.Plan, from, to string) (float64,
 		return err
 	})
 	if err != nil {
-		return 0, 0, err
+		return nil, err
 	}
 	rec := &traffic.Collector{}
 	ctx, cancel := context.WithTimeout(ctx, rateDuration+10*time.Second)
@@ -408,17 +465,26 @@ func singleFlow(ctx context.Context, plan *topo.Plan, from, to string) (float64,
 		<-served
 	}()
 	var st *traffic.Stream
+	start := time.Now()
 	err = (&netns.NS{Name: plan.Node(from).Namespace}).Do(func() (err error) {
 		st, err = traffic.Dial(ctx, f, addr)
 		return err
 	})
 	if err != nil {
-		return 0, 0, err
+		return nil, err
 	}
+	fm := &flowMeasure{}
+	snapped := make(chan error, 1)
+	stop := make(chan struct{})
+	go func() { snapped <- fm.snapshots(links, start, stop) }()
 	res, err := st.Run(ctx, rec)
 	st.Close()
+	close(stop)
+	if serr := <-snapped; err == nil && serr != nil {
+		err = fmt.Errorf("read the links' counters: %w", serr)
+	}
 	if err != nil {
-		return 0, 0, err
+		return nil, err
 	}
 	// The receiver's last record may still be on its way.
 	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline) && len(srv.Results()) == 0; {
@@ -426,19 +492,51 @@ func singleFlow(ctx context.Context, plan *topo.Plan, from, to string) (float64,
 	}
 	recs := rec.Records()
 	var pts []point
-	mss := 0
 	for _, r := range recs {
 		switch since := r.Time.Sub(res.Start); {
 		case r.Kind == traffic.KindReceiver && since >= rateSkip && since <= rateDuration:
 			pts = append(pts, point{since.Seconds(), float64(r.BytesReceived) * 8})
 		case r.Kind == traffic.KindSubflow:
-			mss = max(mss, int(r.MSS))
+			fm.mss = max(fm.mss, int(r.MSS))
 		}
 	}
-	if len(pts) < 5 || mss == 0 {
-		return 0, 0, fmt.Errorf("the flow left %d samples between %v and %v (%d records)", len(pts), rateSkip, rateDuration, len(recs))
+	if len(pts) < 5 || fm.mss == 0 || len(fm.snaps) < 2 {
+		return nil, fmt.Errorf("the flow left %d samples between %v and %v (%d records, %d snapshots of the links)",
+			len(pts), rateSkip, rateDuration, len(recs), len(fm.snaps))
 	}
-	return slope(pts), mss, nil
+	fm.goodput = slope(pts)
+	return fm, nil
+}
+
+// snapshots reads the links' counters every linkSampleInterval, and once
+// more when stop closes; each is timed from start, at the middle of its
+// round trip to the link daemon.
+func (fm *flowMeasure) snapshots(links LinkControl, start time.Time, stop <-chan struct{}) error {
+	tick := time.NewTicker(linkSampleInterval)
+	defer tick.Stop()
+	snap := func() error {
+		t0 := time.Now()
+		st, err := links.Stats()
+		if err != nil {
+			return err
+		}
+		at := t0.Add(time.Since(t0) / 2).Sub(start)
+		fm.snaps = append(fm.snaps, linkSnapshot{at: at, stats: st})
+		return nil
+	}
+	if err := snap(); err != nil {
+		return err
+	}
+	for {
+		select {
+		case <-tick.C:
+			if err := snap(); err != nil {
+				return err
+			}
+		case <-stop:
+			return snap()
+		}
+	}
 }
 
 type point struct{ x, y float64 }

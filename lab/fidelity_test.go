@@ -136,3 +136,31 @@ func TestSlopeWeighsABurstAsOnePoint(t *testing.T) {
 		t.Errorf("the test's burst is too small to matter: the ends say %.0f", between)
 	}
 }
+
+// TestLinkRateIsTheBottlenecksDelivery: the rate judged is what the
+// slower of the data's links (p1, 10 Mbit/s, beside p2's 100) delivered
+// from 0.5 s to the end of sending, in payload: its 1514-byte frames
+// carried 1412 bytes each. The snapshots are up to 5 ms off their
+// nominal times, as a loaded machine reads them; the receiver's goodput
+// (5 % low here, from a stall) does not enter.
+func TestLinkRateIsTheBottlenecksDelivery(t *testing.T) {
+	const rate, frame = 10e6, 1514.0
+	fm := &flowMeasure{goodput: 0.95 * rate * 1412 / frame, mss: 1412}
+	for i := 0; i <= 22; i++ {
+		nominal := time.Duration(i) * 100 * time.Millisecond
+		off := time.Duration((i*37)%11-5) * time.Millisecond
+		frames := uint64(nominal.Seconds() * rate / 8 / frame)
+		fm.snaps = append(fm.snaps, linkSnapshot{at: nominal + off, stats: map[string]linkemu.Stats{
+			"p1": {AB: linkemu.DirStats{FramesIn: frames, Delivered: frames, DeliveredBytes: frames * frame}},
+			"p2": {AB: linkemu.DirStats{FramesIn: frames, Delivered: frames, DeliveredBytes: frames * frame}},
+		}})
+	}
+	data := []linkDir{{"p2", linkemu.AToB}, {"p1", linkemu.AToB}}
+	want := rate * 1412 / frame
+	if got := linkRate(fidelityPlan, fm, data); math.Abs(got-want)/want > 0.01 {
+		t.Errorf("link rate %.0f bit/s, want %.0f within 1 %%", got, want)
+	}
+	if d, r, ok := bottleneck(fidelityPlan, data); !ok || d.link != "p1" || r != rate {
+		t.Errorf("bottleneck %v at %.0f, want p1 at 10 Mbit/s", d, r)
+	}
+}

@@ -174,10 +174,15 @@ type PathFidelity struct {
 	RTTWant time.Duration `json:"rtt_want_ns"`
 	RTT     time.Duration `json:"rtt_ns"`
 	// RTTBase is the RTT measured with the path's delays set to zero.
-	RTTBase  time.Duration `json:"rtt_base_ns"`
-	RateWant float64       `json:"rate_want_bps"`
-	Rate     float64       `json:"rate_bps"`
-	OK       bool          `json:"ok"`
+	RTTBase time.Duration `json:"rtt_base_ns"`
+	// RateWant is the payload rate the data's bottleneck link should
+	// deliver, Rate what it delivered while a single TCP flow filled it,
+	// and Goodput what that flow's receiver got (recorded, not judged:
+	// TCP's in-order delivery stalls and bursts at each loss).
+	RateWant float64 `json:"rate_want_bps"`
+	Rate     float64 `json:"rate_bps"`
+	Goodput  float64 `json:"goodput_bps,omitempty"`
+	OK       bool    `json:"ok"`
 }
 
 // String says what was measured against what: "c>s via p1 a-to-b,
