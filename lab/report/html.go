@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/amptcp/amptcp/lab/results"
+
+	"github.com/amptcp/amptcp/internal/texttable"
 )
 
 // HTMLFile is the name of the report's page in its directory.
@@ -24,7 +26,7 @@ type pageData struct {
 }
 
 var page = template.Must(template.New("report").Funcs(template.FuncMap{
-	"number": number,
+	"number": texttable.Number,
 	"ci":     ciText,
 	"fidelityText": func(f *Fidelity) string {
 		if f == nil {

@@ -12,6 +12,8 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
+
+	"github.com/amptcp/amptcp/lab/results"
 )
 
 // Plot is one plot written as a PNG file.
@@ -105,7 +107,7 @@ func WritePlots(dir string, res *Results, s *Summary) ([]Plot, error) {
 // throughputPlot draws a run's subflows' throughput over time; ok is
 // false when the run has no subflow samples.
 func throughputPlot(run *Run, res *Results) (*plot.Plot, bool, error) {
-	series := subflows(res.Records[run.ID])
+	series := results.Subflows(res.Records[run.ID])
 	origin := run.Origin()
 	if origin.IsZero() {
 		for _, s := range series {
@@ -121,7 +123,7 @@ func throughputPlot(run *Run, res *Results) (*plot.Plot, bool, error) {
 	p.Legend.Top = true
 	top, drawn := 0.0, 0
 	for _, s := range series {
-		xs, ys := s.throughput(origin)
+		xs, ys := s.Throughput(origin)
 		if len(xs) == 0 {
 			continue
 		}
@@ -333,8 +335,8 @@ func rttSpreadPlot(res *Results, s *Summary) (*plot.Plot, bool, error) {
 				continue
 			}
 			recs := res.Records[run.ID]
-			spread, ok := rttSpread(subflows(recs))
-			g := runGoodput(flowOutcomes(recs))
+			spread, ok := results.RTTSpread(results.Subflows(recs))
+			g := runGoodput(results.Flows(recs))
 			if !ok || g == 0 || math.IsInf(g, 0) {
 				continue
 			}

@@ -2,11 +2,11 @@ package report
 
 import (
 	"cmp"
-	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/amptcp/amptcp/lab/results"
 	"github.com/amptcp/amptcp/lab/traffic"
 )
 
@@ -89,7 +89,7 @@ func Summarize(res *Results) *Summary {
 	// run, so that a failed transfer still falls under its size.
 	sizes := map[string]uint64{}
 	for _, run := range res.Runs {
-		for _, f := range flowOutcomes(res.Records[run.ID]) {
+		for _, f := range results.Flows(res.Records[run.ID]) {
 			sizes[f.ID] = max(sizes[f.ID], f.Bytes)
 		}
 	}
@@ -116,7 +116,7 @@ func Summarize(res *Results) *Summary {
 			continue
 		}
 		name := run.Variant.Name()
-		for _, f := range flowOutcomes(res.Records[run.ID]) {
+		for _, f := range results.Flows(res.Records[run.ID]) {
 			var r *Row
 			switch f.Kind {
 			case traffic.Transfer:
@@ -137,7 +137,7 @@ func Summarize(res *Results) *Summary {
 			if f.Kind == traffic.Transfer {
 				add(r, f.Client.Completion.Seconds(), run.Flagged())
 			} else {
-				add(r, f.goodput()/1e6, run.Flagged())
+				add(r, f.Goodput()/1e6, run.Flagged())
 			}
 			if f.Receiver.Kind != 0 && f.Kind != traffic.Iperf3 { // iperf3 measures no jitter
 				j := row(metricOrder{group: 2, kind: f.Kind}, "jitter "+f.Kind.String(), "ms", name)
@@ -168,19 +168,4 @@ func byteSize(n uint64) string {
 	}
 	num := strings.TrimRight(strings.TrimRight(strconv.FormatFloat(v, 'f', 2, 64), "0"), ".")
 	return num + " " + units[u]
-}
-
-// number writes a value to three significant digits, without an
-// exponent for the ranges of seconds, Mbit/s and ms.
-func number(v float64) string {
-	switch a := max(v, -v); {
-	case a >= 100:
-		return strconv.FormatFloat(v, 'f', 0, 64)
-	case a >= 10:
-		return strconv.FormatFloat(v, 'f', 1, 64)
-	case a >= 1:
-		return strconv.FormatFloat(v, 'f', 2, 64)
-	default:
-		return fmt.Sprintf("%.3g", v)
-	}
 }

@@ -116,6 +116,10 @@ type Run struct {
 	// failed, it was interrupted); empty for a good run. A report leaves
 	// a failed run's records out of its statistics.
 	Error string `json:"error,omitempty"`
+	// Skipped says why the run was not run: its variant needs what the
+	// machine lacks (a congestion control, an MPTCP scheduler, a router
+	// feature). It has no records, and is no failure.
+	Skipped string `json:"skipped,omitempty"`
 	// Events are the timeline events of the run, with when they were
 	// really applied; EventsNote says why they were not, if they were not.
 	Events     []Event `json:"events"`
@@ -193,6 +197,11 @@ func (p PathFidelity) String() string {
 	return fmt.Sprintf("%s: RTT %v of %v configured (%v without the delays), %.2f of %.2f Mbit/s",
 		p.Name, us(p.RTT), us(p.RTTWant), us(p.RTTBase), p.Rate/1e6, p.RateWant/1e6)
 }
+
+// NotConnected starts the error of a flow's result when its client did
+// not connect within the flow's connect-timeout: an outcome measured (the
+// claims' connected metric), not a failure of the run.
+const NotConnected = "not connected"
 
 // Record is a lab/traffic record of a run: a line of records.jsonl, the
 // record's JSON with the run's ID first.
