@@ -138,7 +138,7 @@ func writeMeta(s *scenario.Scenario, opts RunOptions, runs int, start time.Time)
 		Settings: results.Settings{Repetitions: s.Repetitions, Runs: runs, Timeout: s.Timeout.Duration,
 			Dimensions: []results.Dimension{}, Events: "applied through the lab's link control"},
 	}
-	for _, d := range s.Variants {
+	for _, d := range s.Variants.Dims {
 		m.Settings.Dimensions = append(m.Settings.Dimensions, results.Dimension{Name: d.Name, Values: d.Values})
 	}
 	b, err := json.MarshalIndent(m, "", "  ")

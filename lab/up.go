@@ -153,6 +153,9 @@ func (b *builder) node(n topo.NodePlan) error {
 	if n.Forwarding {
 		sysctls = append(sysctls, [2]string{"net.ipv4.ip_forward", "1"})
 	}
+	if n.Role == topo.RoleHost {
+		sysctls = append(sysctls, b.plan.Hosts.Sysctls()...)
+	}
 	err = ns.Do(func() error {
 		for _, kv := range sysctls {
 			path := filepath.Join("/proc/sys", strings.ReplaceAll(kv[0], ".", "/"))
@@ -201,7 +204,7 @@ func configureEnd(e topo.End, mtu int) error {
 }
 
 func addRoutes(n topo.NodePlan) error {
-	if len(n.Routes) == 0 {
+	if len(n.Routes) == 0 && len(n.SourceRoutes) == 0 {
 		return nil
 	}
 	h, err := handleAt(n.Namespace)
@@ -222,8 +225,28 @@ func addRoutes(n topo.NodePlan) error {
 			return fmt.Errorf("route %s: %w", r, err)
 		}
 	}
+	for i, r := range n.SourceRoutes {
+		l, err := h.LinkByName(r.Dev)
+		if err != nil {
+			return fmt.Errorf("source route from %s: %w", r.From, err)
+		}
+		route := &netlink.Route{LinkIndex: l.Attrs().Index, Gw: r.Via.AsSlice(), Table: r.Table}
+		if err := h.RouteAdd(route); err != nil {
+			return fmt.Errorf("default route via %s dev %s table %d: %w", r.Via, r.Dev, r.Table, err)
+		}
+		rule := netlink.NewRule()
+		rule.Src = &net.IPNet{IP: r.From.AsSlice(), Mask: net.CIDRMask(32, 32)}
+		rule.Table, rule.Priority = r.Table, sourceRulePriority+i
+		if err := h.RuleAdd(rule); err != nil {
+			return fmt.Errorf("rule from %s lookup %d: %w", r.From, r.Table, err)
+		}
+	}
 	return nil
 }
+
+// sourceRulePriority is the priority of a multi-homed host's first
+// source rule: before the main table's (32766).
+const sourceRulePriority = 1000
 
 // startDaemons writes the configurations and starts lispd on every LISP
 // node and `amptcp pm` on every host with a pm block.

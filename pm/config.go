@@ -28,12 +28,17 @@ const (
 	// PolicyNdiffports opens a fixed number of subflows on the address
 	// pair of the first, with other ports.
 	PolicyNdiffports Policy = "ndiffports"
+	// PolicyBinder opens a subflow per gateway of the local site (its
+	// RLOCs and ELPs, from the mapping system) on the first subflow's
+	// address pair, each steered to its own gateway: [NorNet]'s binder,
+	// with the overlay in place of loose source routes.
+	PolicyBinder Policy = "binder"
 	// PolicyDefault opens nothing: the connection keeps its one subflow.
 	PolicyDefault Policy = "default"
 )
 
 // Policies are all the policies, in the order they are documented.
-var Policies = []Policy{PolicyAMPTCP, PolicySubflows, PolicyFullmesh, PolicyNdiffports, PolicyDefault}
+var Policies = []Policy{PolicyAMPTCP, PolicySubflows, PolicyFullmesh, PolicyNdiffports, PolicyBinder, PolicyDefault}
 
 // Config is the configuration of `amptcp pm`.
 type Config struct {

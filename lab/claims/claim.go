@@ -247,8 +247,8 @@ type Dimensions map[string][]string
 
 // Validate completes the claims (compare: ratio when over is given,
 // value otherwise) and checks them against the scenario's dimensions and
-// flow names; every problem is a config.FieldError under path
-// (claims[2].of.pm).
+// flow names (nil: not checked); every problem is a config.FieldError
+// under path (claims[2].of.pm).
 func Validate(path string, list []Claim, dims Dimensions, flows []string) config.Errors {
 	var errs config.Errors
 	ids := map[string]bool{}
@@ -276,7 +276,7 @@ func (c *Claim) validate(path string, dims Dimensions, flows []string, ids map[s
 	if _, ok := metrics[c.Metric]; !ok {
 		add("metric", "%q is not one of %s", c.Metric, strings.Join(MetricNames(), ", "))
 	}
-	if c.Flow != "" && !matchesAny(c.Flow, flows) {
+	if c.Flow != "" && flows != nil && !matchesAny(c.Flow, flows) {
 		add("flow", "%q names no flow of the scenario (%s)", c.Flow, strings.Join(flows, ", "))
 	}
 	if !c.Window.IsZero() && !metrics[c.Metric].windowed {

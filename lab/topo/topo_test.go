@@ -368,3 +368,22 @@ links:
 		t.Errorf("addresses %v, want %s", got, want)
 	}
 }
+
+// TestSizes reads and writes sizes of bytes.
+func TestSizes(t *testing.T) {
+	for in, want := range map[string]int64{"1048576": 1 << 20, "256KiB": 256 << 10, "1MiB": 1 << 20, "5MB": 5e6, "2kb": 2000, "1GiB": 1 << 30, " 7 B": 7} {
+		if got, err := ParseSize(in); err != nil || got != want {
+			t.Errorf("ParseSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "0", "-1KiB", "1.5MiB", "lots", "1TiB", "1 MiB extra"} {
+		if got, err := ParseSize(in); err == nil {
+			t.Errorf("ParseSize(%q) = %d, want an error", in, got)
+		}
+	}
+	for n, want := range map[int64]string{256 << 10: "256KiB", 3 << 20: "3MiB", 2 << 30: "2GiB", 1000: "1000B", 1536 << 10: "1536KiB"} {
+		if got := FormatSize(n); got != want {
+			t.Errorf("FormatSize(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
