@@ -42,7 +42,7 @@ type Scenario struct {
 	// FailureSpecs are named failures, for the failure dimension: each a
 	// list of timeline events or a pattern of them (Failure); Failures
 	// are their events.
-	FailureSpecs map[string]Failure     `yaml:"failures"`
+	FailureSpecs map[string]Failure      `yaml:"failures"`
 	Failures     map[string][]topo.Event `yaml:"-"`
 	// Calibrate fits link parameters before the runs (Calibration).
 	Calibrate []Calibration `yaml:"calibrate"`

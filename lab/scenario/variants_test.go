@@ -104,7 +104,9 @@ func TestVariantList(t *testing.T) {
 	}
 	m := s.Variants.Matrix()
 	sd, sf := s.TopologyFor(m[0]), s.TopologyFor(m[5])
-	site := func(tp *topo.Topology) topo.Site { return tp.Sites[slices.IndexFunc(tp.Sites, func(s topo.Site) bool { return s.Name == "b" })] }
+	site := func(tp *topo.Topology) topo.Site {
+		return tp.Sites[slices.IndexFunc(tp.Sites, func(s topo.Site) bool { return s.Name == "b" })]
+	}
 	if len(site(sd).ELPs) != 0 || len(site(sf).ELPs) != 2 || len(s.Topo.Sites[1].ELPs) != 3 {
 		t.Errorf("ELPs: SD %d, SF %d, the scenario's %d: want 0, 2 and 3 kept", len(site(sd).ELPs), len(site(sf).ELPs), len(s.Topo.Sites[1].ELPs))
 	}
