@@ -54,7 +54,7 @@ type linkDir struct {
 
 func (d linkDir) String() string { return d.link + " " + d.dir.String() }
 
-// MeasurePaths measures the emulated path of each pair of hosts, one
+// measurePaths measures the emulated path of each pair of hosts, one
 // pair after the other, in a lab that is up and whose map-caches hold
 // both hosts' sites (a first exchange between them is lost to the
 // misses): the idle RTT from the first host to the second and back, and
@@ -65,16 +65,16 @@ func (d linkDir) String() string { return d.link + " " + d.dir.String() }
 // links' counters say which was; a pair whose probes crossed no
 // emulated link has no path in the result. The Fidelity's LatenessP99 is
 // left for Lateness to fill in after the run.
-func MeasurePaths(ctx context.Context, plan *topo.Plan, links LinkControl, pairs [][2]string) *results.Fidelity {
+func measurePaths(ctx context.Context, plan *topo.Plan, links LinkControl, pairs []ends) *results.Fidelity {
 	fid := &results.Fidelity{OK: true, Paths: []results.PathFidelity{}}
 	var errs []error
 	for _, p := range pairs {
-		pf, err := measurePath(ctx, plan, links, p[0], p[1])
+		pf, err := measurePath(ctx, plan, links, p)
 		if errors.Is(err, errNotEmulated) {
 			continue
 		}
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s to %s: %w", p[0], p[1], err))
+			errs = append(errs, fmt.Errorf("%s: %w", p, err))
 		}
 		fid.Paths = append(fid.Paths, pf)
 		fid.OK = fid.OK && pf.OK
@@ -91,9 +91,9 @@ var errNotEmulated = errors.New("no emulated link on the path")
 
 // measurePath measures the path from one host to another; an error
 // leaves the path not OK with what it measured so far.
-func measurePath(ctx context.Context, plan *topo.Plan, links LinkControl, from, to string) (results.PathFidelity, error) {
-	pf := results.PathFidelity{Name: from + ">" + to}
-	rtt, used, s0, s1, err := probeLinks(ctx, plan, links, from, to)
+func measurePath(ctx context.Context, plan *topo.Plan, links LinkControl, e ends) (results.PathFidelity, error) {
+	pf := results.PathFidelity{Name: e.String()}
+	rtt, used, s0, s1, err := probeLinks(ctx, plan, links, e)
 	if err != nil {
 		return pf, fmt.Errorf("rtt: %w", err)
 	}
@@ -102,12 +102,12 @@ func measurePath(ctx context.Context, plan *topo.Plan, links LinkControl, from, 
 	}
 	pf.RTT = rtt
 	pf.RTTWant = wantRTT(plan, s0, s1, used)
-	if pf.RTTBase, err = baselineRTT(ctx, plan, links, from, to, used); err != nil {
+	if pf.RTTBase, err = baselineRTT(ctx, plan, links, e, used); err != nil {
 		pf.Name += " via " + pathName(used)
 		return pf, fmt.Errorf("rtt without the delays: %w", err)
 	}
 
-	flow, err := singleFlow(ctx, plan, links, from, to)
+	flow, err := singleFlow(ctx, plan, links, e)
 	if err != nil {
 		pf.Name += " via " + pathName(used)
 		return pf, fmt.Errorf("rate: %w", err)
@@ -192,7 +192,7 @@ func linkParams(plan *topo.Plan, name string) (linkemu.Params, bool) {
 // the emulated delays come on top of (0.5 to 1.5 ms on the demo's path
 // on this machine, more than the tolerance). The probes must cross the
 // same link directions as before (they go from the same port).
-func baselineRTT(ctx context.Context, plan *topo.Plan, links LinkControl, from, to string, used []linkDir) (base time.Duration, err error) {
+func baselineRTT(ctx context.Context, plan *topo.Plan, links LinkControl, e ends, used []linkDir) (base time.Duration, err error) {
 	var zeroed []linkDir
 	defer func() {
 		for _, d := range zeroed {
@@ -209,7 +209,7 @@ func baselineRTT(ctx context.Context, plan *topo.Plan, links LinkControl, from, 
 		}
 		zeroed = append(zeroed, d)
 	}
-	rtt, got, _, _, err := probeLinks(ctx, plan, links, from, to)
+	rtt, got, _, _, err := probeLinks(ctx, plan, links, e)
 	if err != nil {
 		return 0, err
 	}
@@ -223,12 +223,12 @@ func baselineRTT(ctx context.Context, plan *topo.Plan, links LinkControl, from, 
 // the link directions the probes crossed: every answered probe crossed
 // each link of the way there and back. It returns the links' counters
 // before and after too.
-func probeLinks(ctx context.Context, plan *topo.Plan, links LinkControl, from, to string) (
+func probeLinks(ctx context.Context, plan *topo.Plan, links LinkControl, e ends) (
 	rtt time.Duration, used []linkDir, before, after map[string]linkemu.Stats, err error) {
 	if before, err = links.Stats(); err != nil {
 		return
 	}
-	rtt, answered, err := probeRTT(ctx, plan, from, to)
+	rtt, answered, err := probeRTT(ctx, plan, e)
 	if err != nil {
 		return
 	}
@@ -358,10 +358,10 @@ func lossy(plan *topo.Plan, ds []linkDir) bool {
 // probeRTT sends fidelityProbes UDP echoes from one host to an echo in
 // the other, one at a time, and returns the median RTT of those
 // answered and their number.
-func probeRTT(ctx context.Context, plan *topo.Plan, from, to string) (time.Duration, int, error) {
-	addr := serverAddr(plan, to, fidelityPort)
+func probeRTT(ctx context.Context, plan *topo.Plan, e ends) (time.Duration, int, error) {
+	addr := e.server(plan, fidelityPort)
 	var echo net.PacketConn
-	err := (&netns.NS{Name: plan.Node(to).Namespace}).Do(func() (err error) {
+	err := (&netns.NS{Name: plan.Node(e.to).Namespace}).Do(func() (err error) {
 		echo, err = (&net.ListenConfig{}).ListenPacket(ctx, "udp4", addr)
 		return err
 	})
@@ -380,10 +380,14 @@ func probeRTT(ctx context.Context, plan *topo.Plan, from, to string) (time.Durat
 		}
 	}()
 	var c net.Conn
-	err = (&netns.NS{Name: plan.Node(from).Namespace}).Do(func() (err error) {
+	err = (&netns.NS{Name: plan.Node(e.from).Namespace}).Do(func() (err error) {
 		// From a fixed port, so that the xTRs choose the same path for
 		// every measurement.
-		d := net.Dialer{LocalAddr: &net.UDPAddr{Port: fidelityPort}}
+		local := &net.UDPAddr{Port: fidelityPort}
+		if a := e.client(plan); a.IsValid() {
+			local.IP = a.AsSlice()
+		}
+		d := net.Dialer{LocalAddr: local}
 		c, err = d.DialContext(ctx, "udp4", addr)
 		return err
 	})
@@ -440,12 +444,12 @@ type linkSnapshot struct {
 
 // singleFlow runs one saturated TCP flow with cubic from one host to the
 // other, reading the links' counters every linkSampleInterval meanwhile.
-func singleFlow(ctx context.Context, plan *topo.Plan, links LinkControl, from, to string) (*flowMeasure, error) {
-	addr := serverAddr(plan, to, fidelityPort)
+func singleFlow(ctx context.Context, plan *topo.Plan, links LinkControl, e ends) (*flowMeasure, error) {
+	addr := e.server(plan, fidelityPort)
 	f := traffic.Flow{ID: "fidelity", Kind: traffic.Saturate, Protocol: traffic.TCP,
-		CongestionControl: "cubic", Duration: rateDuration}
+		CongestionControl: "cubic", Duration: rateDuration, Local: e.client(plan)}
 	var srv *traffic.Server
-	err := (&netns.NS{Name: plan.Node(to).Namespace}).Do(func() (err error) {
+	err := (&netns.NS{Name: plan.Node(e.to).Namespace}).Do(func() (err error) {
 		srv, err = traffic.Listen(addr, traffic.ListenOptions{Protocol: traffic.TCP})
 		return err
 	})
@@ -466,7 +470,7 @@ func singleFlow(ctx context.Context, plan *topo.Plan, links LinkControl, from, t
 	}()
 	var st *traffic.Stream
 	start := time.Now()
-	err = (&netns.NS{Name: plan.Node(from).Namespace}).Do(func() (err error) {
+	err = (&netns.NS{Name: plan.Node(e.from).Namespace}).Do(func() (err error) {
 		st, err = traffic.Dial(ctx, f, addr)
 		return err
 	})
@@ -637,17 +641,16 @@ func startFidelity(ctx context.Context, plan *topo.Plan, opts Options, flows []s
 	}
 	// Each pair in the direction of its data: a download's from its
 	// server to its client.
-	var pairs [][2]string
+	var pairs []ends
 	for _, f := range flows {
-		p := [2]string{f.From, f.To}
-		if f.Direction == "download" {
-			p = [2]string{f.To, f.From}
+		if f.Kind == scenario.KindBackground && len(flows) > 1 {
+			continue // UDP noise: the stream flows' paths are the experiment's
 		}
-		if !slices.Contains(pairs, p) {
+		if p := flowEnds(f, true); !slices.Contains(pairs, p) {
 			pairs = append(pairs, p)
 		}
 	}
-	fr.fid = MeasurePaths(ctx, plan, links, pairs)
+	fr.fid = measurePaths(ctx, plan, links, pairs)
 	if fr.before, err = links.Stats(); err != nil {
 		fr.fid.OK, fr.fid.Error = false, err.Error()
 	}

@@ -3,6 +3,7 @@ package lab
 import (
 	"time"
 
+	"github.com/amptcp/amptcp/lab/claims"
 	"github.com/amptcp/amptcp/lab/results"
 	"github.com/amptcp/amptcp/lab/scenario"
 	"github.com/amptcp/amptcp/lab/traffic"
@@ -30,6 +31,12 @@ type Observer interface {
 	RunEnded(run results.Run)
 }
 
+// ClaimsObserver is an Observer that shows the scenario's claims: after
+// each run, it gets them as the runs so far measure them.
+type ClaimsObserver interface {
+	ClaimsEvaluated(results []claims.Result)
+}
+
 // observer is opts.Observer, or one that ignores everything.
 func (opts RunOptions) observer() Observer {
 	if opts.Observer == nil {
@@ -46,13 +53,18 @@ func (noObserver) FlowsStarted(time.Time)       {}
 func (noObserver) EventApplied(results.Event)   {}
 func (noObserver) RunEnded(results.Run)         {}
 
-// teeRecorder gives each record to the results file and to the observer.
+// teeRecorder gives each record to the results file, to the observer
+// and, for the claims, to the run's collector (nil: none).
 type teeRecorder struct {
 	file *recordWriter
 	obs  Observer
+	run  *traffic.Collector
 }
 
 func (t teeRecorder) Record(r traffic.Record) {
 	t.file.Record(r)
 	t.obs.Record(r)
+	if t.run != nil {
+		t.run.Record(r)
+	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/amptcp/amptcp/internal/buildinfo"
 	"github.com/amptcp/amptcp/internal/jsonl"
+	"github.com/amptcp/amptcp/lab/claims"
 	"github.com/amptcp/amptcp/lab/results"
 	"github.com/amptcp/amptcp/lab/scenario"
 	"github.com/amptcp/amptcp/lab/topo"
@@ -62,7 +63,11 @@ func RunScenario(ctx context.Context, s *scenario.Scenario, opts RunOptions) err
 	}
 	runs := s.Runs()
 	start := time.Now()
-	if err := writeMeta(s, opts, len(runs), start); err != nil {
+	var cal []results.Calibration
+	if len(s.Calibrate) > 0 {
+		cal = calibrate(ctx, s, opts)
+	}
+	if err := writeMeta(s, opts, len(runs), start, cal); err != nil {
 		return err
 	}
 	runsFile, err := os.Create(filepath.Join(opts.Out, results.RunsFile))
@@ -84,15 +89,37 @@ func RunScenario(ctx context.Context, s *scenario.Scenario, opts RunOptions) err
 	opts.linkSamples = jsonl.NewWriter(linkFile)
 	enc := json.NewEncoder(runsFile)
 	obs := opts.observer()
-	rec := teeRecorder{file: recs, obs: obs}
-	failed := 0
+	var eval *claims.Evaluator
+	var runRecs *traffic.Collector
+	if len(s.Claims) > 0 {
+		eval, runRecs = claims.NewEvaluator(s.Claims), &traffic.Collector{}
+	}
+	rec := teeRecorder{file: recs, obs: obs, run: runRecs}
+	offers := readKernelOffers()
+	skip := map[string]string{}
+	failed, skipped := 0, 0
 	for i, run := range runs {
 		if ctx.Err() != nil {
 			break
 		}
 		recs.startRun(run.ID)
+		if runRecs != nil {
+			runRecs.Reset()
+		}
 		obs.RunStarted(run, len(runs))
-		e := runOne(ctx, s, run, opts, rec)
+		key := run.Variant.String()
+		if _, ok := skip[key]; !ok {
+			skip[key] = offers.unavailable(s, run.Variant, opts.Lab.dir(s.Name))
+		}
+		var e results.Run
+		if why := skip[key]; why != "" {
+			now := time.Now()
+			e = results.Run{ID: run.ID, Index: run.Index, Repetition: run.Repetition, Variant: run.Variant.Map(),
+				Started: now, Ended: now, Events: []results.Event{}, Skipped: why}
+			skipped++
+		} else {
+			e = runOne(ctx, s, run, opts, rec)
+		}
 		obs.RunEnded(e)
 		if err := errors.Join(recs.Flush(), opts.linkSamples.Flush(), enc.Encode(e)); err != nil {
 			return fmt.Errorf("write results: %w", err)
@@ -100,7 +127,17 @@ func RunScenario(ctx context.Context, s *scenario.Scenario, opts RunOptions) err
 		if e.Error != "" {
 			failed++
 		}
+		if eval != nil {
+			eval.AddRun(&e, runRecs.Records())
+			if co, ok := obs.(ClaimsObserver); ok {
+				co.ClaimsEvaluated(eval.Results())
+			}
+		}
 		progressLine(opts.Progress, i, len(runs), run, e, start, failed)
+	}
+	if eval != nil && opts.Progress != nil {
+		fmt.Fprintln(opts.Progress)
+		claims.WriteTable(opts.Progress, eval.Results())
 	}
 	if err := ctx.Err(); err != nil {
 		return err
@@ -120,6 +157,9 @@ func progressLine(w io.Writer, i, n int, run scenario.Run, e results.Run, start 
 	took := e.Ended.Sub(e.Started)
 	eta := time.Duration(float64(time.Since(start)) / float64(i+1) * float64(n-i-1))
 	line := fmt.Sprintf("[%d/%d] %s rep %d: %.1f s, ETA %s", i+1, n, run.Variant, run.Repetition, took.Seconds(), eta.Round(time.Second))
+	if e.Skipped != "" {
+		line = fmt.Sprintf("[%d/%d] %s rep %d: skipped: %s", i+1, n, run.Variant, run.Repetition, e.Skipped)
+	}
 	if e.Error != "" {
 		line += fmt.Sprintf(" (failed: %s; %d failed so far)", e.Error, failed)
 	}
@@ -129,8 +169,8 @@ func progressLine(w io.Writer, i, n int, run scenario.Run, e results.Run, start 
 	}
 }
 
-func writeMeta(s *scenario.Scenario, opts RunOptions, runs int, start time.Time) error {
-	m := results.Meta{
+func writeMeta(s *scenario.Scenario, opts RunOptions, runs int, start time.Time, cal []results.Calibration) error {
+	m := results.Meta{Short: s.Short, Calibration: cal,
 		Scenario: s.Name, ScenarioFile: opts.ScenarioFile, ScenarioSource: string(s.Source),
 		TopologyFile: s.TopologyPath, TopologySource: string(s.TopologySource),
 		Kernel: uname(), CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), Version: buildinfo.Version,

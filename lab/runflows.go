@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/netip"
 	"strconv"
 	"sync"
 	"time"
@@ -36,14 +35,21 @@ func runFlows(ctx context.Context, s *scenario.Scenario, run scenario.Run, plan 
 		e.Events = append(e.Events, results.Event{At: ev.At.Duration, Link: ev.Link, Action: string(ev.Action)})
 	}
 	var links EventApplier
-	if len(events) > 0 {
+	calibrated := s.CalibratedEvents()
+	if len(events) > 0 || len(calibrated) > 0 {
 		open := opts.Links
 		if open == nil {
 			open = func(name string, o Options) (EventApplier, error) { return OpenLinks(name, o) }
 		}
-		var err error
-		if links, err = open(plan.Name, opts.Lab); err != nil {
-			links, e.EventsNote = nil, "not applied: "+err.Error()
+		lc, err := open(plan.Name, opts.Lab)
+		if err != nil {
+			lc, e.EventsNote = nil, "not applied: "+err.Error()
+		}
+		links = &labEvents{plan: plan, links: lc}
+	}
+	for _, ev := range calibrated {
+		if err := links.Apply(ev); err != nil {
+			return fmt.Errorf("calibrated %s: %w", ev.Link, err)
 		}
 	}
 	if err := warm(ctx, plan, flows); err != nil {
@@ -108,12 +114,6 @@ func applyEvents(ctx context.Context, links EventApplier, events []topo.Event, t
 	}
 }
 
-// serverAddr is the address of a flow's server: its host's first
-// address (its EID) and the flow's port.
-func serverAddr(plan *topo.Plan, node string, port int) string {
-	return netip.AddrPortFrom(plan.Node(node).Interfaces[0].Address.Addr(), uint16(port)).String()
-}
-
 // runFlow runs one planned flow from its client: at its time, each of
 // its traffic flows one after the other; the first failure ends it.
 func runFlow(ctx context.Context, plan *topo.Plan, p scenario.Planned, t0 time.Time, rec traffic.Recorder) error {
@@ -126,8 +126,10 @@ func runFlow(ctx context.Context, plan *topo.Plan, p scenario.Planned, t0 time.T
 		return runIperf3(ctx, plan, p, rec)
 	}
 	ns := &netns.NS{Name: plan.Node(p.From).Namespace}
-	addr := serverAddr(plan, p.To, p.Port)
+	e := flowEnds(p, false)
+	addr := e.server(plan, p.Port)
 	for _, f := range p.Traffic {
+		f.Local = e.client(plan)
 		var run func(context.Context, traffic.Recorder) (traffic.Result, error)
 		err := ns.Do(func() error {
 			if f.Kind == traffic.Background {
@@ -137,13 +139,28 @@ func runFlow(ctx context.Context, plan *topo.Plan, p scenario.Planned, t0 time.T
 				}
 				return err
 			}
-			st, err := traffic.Dial(ctx, f, addr)
+			dialCtx, cancel := ctx, func() {}
+			if p.ConnectTimeout != nil {
+				dialCtx, cancel = context.WithTimeout(ctx, p.ConnectTimeout.Duration)
+			}
+			defer cancel()
+			start := time.Now()
+			st, err := traffic.Dial(dialCtx, f, addr)
+			if err != nil && p.ConnectTimeout != nil && ctx.Err() == nil {
+				// Not connecting is what the flow measures: a result
+				// that says so, and the run goes on.
+				rec.Record(traffic.Record{Time: time.Now(), Flow: f.ID, Kind: traffic.KindResult, Role: traffic.Sender,
+					FlowKind: f.Kind, Protocol: f.Protocol, CongestionControl: f.CongestionControl, Start: start,
+					Error: fmt.Sprintf("%s within %v: %v", results.NotConnected, p.ConnectTimeout.Duration, err)})
+				run = nil
+				return nil
+			}
 			if err == nil {
 				run = st.Run
 			}
 			return err
 		})
-		if err == nil {
+		if err == nil && run != nil {
 			_, err = run(ctx, rec)
 		}
 		if err != nil {
@@ -233,7 +250,7 @@ func warm(ctx context.Context, plan *topo.Plan, flows []scenario.Planned) error 
 			continue
 		}
 		done[pair] = true
-		addr := serverAddr(plan, f.To, scenario.WarmupPort)
+		addr := flowEnds(f, false).server(plan, scenario.WarmupPort)
 		if err := warmPair(ctx, plan.Node(f.From).Namespace, plan.Node(f.To).Namespace, addr); err != nil {
 			return fmt.Errorf("%s to %s: %w", f.From, f.To, err)
 		}

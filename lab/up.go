@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/amptcp/amptcp/daemon"
 	"github.com/amptcp/amptcp/internal/buildinfo"
@@ -110,7 +111,7 @@ func (b *builder) build(ctx context.Context) error {
 	}
 	b.opts.progress("links: %d up (%d emulated by linkd, %d veth pairs)", len(p.Links), len(emulated), len(p.Links)-len(emulated))
 	for _, n := range p.Nodes {
-		if err := addRoutes(n); err != nil {
+		if err := addRoutes(n, false); err != nil {
 			return fmt.Errorf("node %s: %w", n.Name, err)
 		}
 	}
@@ -203,7 +204,9 @@ func configureEnd(e topo.End, mtu int) error {
 	return nil
 }
 
-func addRoutes(n topo.NodePlan) error {
+// addRoutes adds a node's routes and source routes; with again, those
+// that exist (and the source rules) are kept as they are.
+func addRoutes(n topo.NodePlan, again bool) error {
 	if len(n.Routes) == 0 && len(n.SourceRoutes) == 0 {
 		return nil
 	}
@@ -221,7 +224,7 @@ func addRoutes(n topo.NodePlan) error {
 		if r.Dst.IsValid() {
 			route.Dst = &net.IPNet{IP: r.Dst.Addr().AsSlice(), Mask: net.CIDRMask(r.Dst.Bits(), 32)}
 		}
-		if err := h.RouteAdd(route); err != nil {
+		if err := h.RouteAdd(route); err != nil && !(again && errors.Is(err, unix.EEXIST)) {
 			return fmt.Errorf("route %s: %w", r, err)
 		}
 	}
@@ -231,8 +234,11 @@ func addRoutes(n topo.NodePlan) error {
 			return fmt.Errorf("source route from %s: %w", r.From, err)
 		}
 		route := &netlink.Route{LinkIndex: l.Attrs().Index, Gw: r.Via.AsSlice(), Table: r.Table}
-		if err := h.RouteAdd(route); err != nil {
+		if err := h.RouteAdd(route); err != nil && !(again && errors.Is(err, unix.EEXIST)) {
 			return fmt.Errorf("default route via %s dev %s table %d: %w", r.Via, r.Dev, r.Table, err)
+		}
+		if again {
+			continue // rules stay when their interface goes down
 		}
 		rule := netlink.NewRule()
 		rule.Src = &net.IPNet{IP: r.From.AsSlice(), Mask: net.CIDRMask(32, 32)}

@@ -242,6 +242,19 @@ func (w Window) MarshalText() ([]byte, error) { return []byte(w.Name), nil }
 // IsZero says that no window was given: the whole flow.
 func (w Window) IsZero() bool { return w.Name == "" }
 
+// FromScenario reads the claims of a scenario file (its claims: key; the
+// others are the scenario's, not read here), as a results directory's
+// meta.json keeps it, for a report to evaluate them again.
+func FromScenario(source []byte) ([]Claim, error) {
+	var f struct {
+		Claims []Claim `yaml:"claims"`
+	}
+	if err := yaml.Unmarshal(source, &f); err != nil {
+		return nil, fmt.Errorf("the scenario's claims: %w", err)
+	}
+	return f.Claims, nil
+}
+
 // Dimensions are a scenario's, for Validate: each dimension's values.
 type Dimensions map[string][]string
 

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/amptcp/amptcp/lab/results"
+	"github.com/amptcp/amptcp/lab/traffic"
 )
 
 // Verdict is what the experiment says of a claim.
@@ -56,15 +57,64 @@ type Result struct {
 // Evaluate measures every claim in the results. It never fails: a claim
 // that cannot be measured is NOT RUN with the reason.
 func Evaluate(res *results.Results, list []Claim) []Result {
-	views := map[string]*runView{}
+	ev := NewEvaluator(list)
 	for _, run := range res.Runs {
-		if run.Error == "" && run.Skipped == "" {
-			views[run.ID] = newRunView(run, res.Records[run.ID])
+		ev.AddRun(run, res.Records[run.ID])
+	}
+	return ev.Results()
+}
+
+// Evaluator measures claims run by run, keeping only each run's samples
+// (not its records), so that the runner can show the claims as they
+// stand after every run of a long experiment.
+type Evaluator struct {
+	claims []Claim
+	// sides are each claim's sample sets: of, over, with.
+	sides [][3]*sampleSet
+}
+
+// NewEvaluator returns an Evaluator of the claims (validated).
+func NewEvaluator(list []Claim) *Evaluator {
+	ev := &Evaluator{claims: make([]Claim, len(list)), sides: make([][3]*sampleSet, len(list))}
+	for i, c := range list {
+		if c.Compare == "" {
+			c.Compare = CompareValue
+			if c.Over != nil {
+				c.Compare = CompareRatio
+			}
+		}
+		ev.claims[i] = c
+		for j := range ev.sides[i] {
+			ev.sides[i][j] = &sampleSet{byFlow: map[string][]float64{}, byValue: map[string][]float64{}, skipped: map[string]bool{}}
 		}
 	}
-	out := make([]Result, 0, len(list))
-	for _, c := range list {
-		out = append(out, evaluate(res, views, c))
+	return ev
+}
+
+// AddRun measures a run (its records) for every claim that selects it.
+func (ev *Evaluator) AddRun(run *results.Run, recs []traffic.Record) {
+	var v *runView
+	if run.Error == "" && run.Skipped == "" {
+		v = newRunView(run, recs)
+	}
+	for i, c := range ev.claims {
+		s := ev.sides[i]
+		s[0].add(c, c.Metric, c.Of, run, v)
+		if c.Over != nil {
+			s[1].add(c, c.Metric, c.Over, run, v)
+		}
+		if c.With != "" {
+			s[2].add(c, c.With, c.Of, run, v)
+		}
+	}
+}
+
+// Results are the claims as the runs added so far measure them.
+func (ev *Evaluator) Results() []Result {
+	out := make([]Result, len(ev.claims))
+	for i, c := range ev.claims {
+		s := ev.sides[i]
+		out[i] = evaluate(c, s[0], s[1], s[2])
 	}
 	return out
 }
@@ -86,44 +136,39 @@ type sampleSet struct {
 
 type sampleKey struct{ run, flow string }
 
-// collect measures a metric on the flows a claim selects in the runs sel
-// selects.
-func collect(res *results.Results, views map[string]*runView, c Claim, metricName string, sel Selector) *sampleSet {
+// add measures a metric on the flows a claim selects in a run, if sel
+// selects the run; v is nil for a run that failed or was skipped.
+func (ss *sampleSet) add(c Claim, metricName string, sel Selector, run *results.Run, v *runView) {
 	m := metrics[metricName]
-	ss := &sampleSet{byFlow: map[string][]float64{}, byValue: map[string][]float64{}, skipped: map[string]bool{}}
-	for _, run := range res.Runs {
-		if !sel.Matches(run.Variant) {
-			continue
-		}
-		ss.runs++
-		switch {
-		case run.Skipped != "":
-			ss.skipped[run.Skipped] = true
-			continue
-		case run.Error != "":
-			ss.failed++
-			continue
-		}
-		v := views[run.ID]
-		for i := range v.flows {
-			f := &v.flows[i]
-			if !selected(c, m, f) || (f.Error != "" && !m.failed) {
-				continue
-			}
-			x, ok := m.measure(v, f, c.Window)
-			if !ok || math.IsNaN(x) || math.IsInf(x, 0) {
-				ss.missing++
-				continue
-			}
-			ss.values = append(ss.values, x)
-			ss.byFlow[f.ID] = append(ss.byFlow[f.ID], x)
-			if c.Across != "" {
-				ss.byValue[run.Variant[c.Across]] = append(ss.byValue[run.Variant[c.Across]], x)
-			}
-			ss.keys = append(ss.keys, sampleKey{run.ID, f.ID})
-		}
+	if !sel.Matches(run.Variant) {
+		return
 	}
-	return ss
+	ss.runs++
+	switch {
+	case run.Skipped != "":
+		ss.skipped[run.Skipped] = true
+		return
+	case run.Error != "":
+		ss.failed++
+		return
+	}
+	for i := range v.flows {
+		f := &v.flows[i]
+		if !selected(c, m, f) || (f.Error != "" && !m.failed) {
+			continue
+		}
+		x, ok := m.measure(v, f, c.Window)
+		if !ok || math.IsNaN(x) || math.IsInf(x, 0) {
+			ss.missing++
+			continue
+		}
+		ss.values = append(ss.values, x)
+		ss.byFlow[f.ID] = append(ss.byFlow[f.ID], x)
+		if c.Across != "" {
+			ss.byValue[run.Variant[c.Across]] = append(ss.byValue[run.Variant[c.Across]], x)
+		}
+		ss.keys = append(ss.keys, sampleKey{run.ID, f.ID})
+	}
 }
 
 // selected says whether a claim measures a flow: the one it names, or
@@ -165,16 +210,9 @@ func (ss *sampleSet) remark(sel Selector) string {
 	return strings.Join(parts, "; ")
 }
 
-func evaluate(res *results.Results, views map[string]*runView, c Claim) Result {
-	if c.Compare == "" {
-		c.Compare = CompareValue
-		if c.Over != nil {
-			c.Compare = CompareRatio
-		}
-	}
+func evaluate(c Claim, of, over, with *sampleSet) Result {
 	_, unit := MetricAbout(c.Metric)
 	r := Result{ID: c.ID, Figure: c.Figure, Says: c.Says, Note: c.Note, Range: c.Range, Unit: unit, What: describe(c)}
-	of := collect(res, views, c, c.Metric, c.Of)
 	if why := of.notRun("of", c.Of); why != "" {
 		r.Verdict, r.Reason = NotRun, why
 		return r
@@ -207,7 +245,6 @@ func evaluate(res *results.Results, views map[string]*runView, c Claim) Result {
 		iv = bootstrapSpread(groups)
 		r.Unit = "ratio"
 	case CompareSpearman:
-		with := collect(res, views, c, c.With, c.Of)
 		x, y := pairs(of, with)
 		r.N = len(x)
 		if len(x) < 3 {
@@ -217,7 +254,6 @@ func evaluate(res *results.Results, views map[string]*runView, c Claim) Result {
 		iv = spearman(x, y)
 		r.Unit = "rho"
 	case CompareRatio, CompareDifference:
-		over := collect(res, views, c, c.Metric, c.Over)
 		if why := over.notRun("over", c.Over); why != "" {
 			r.Verdict, r.Reason = NotRun, why
 			return r

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/amptcp/amptcp/lab/claims"
 	"github.com/amptcp/amptcp/lab/results"
 	"github.com/amptcp/amptcp/lab/traffic"
 )
@@ -14,6 +15,10 @@ import (
 type Summary struct {
 	Variants []VariantSummary `json:"variants"`
 	Metrics  []MetricSummary  `json:"metrics"`
+	// Claims are the scenario's claims as the results measure them
+	// (lab/claims); ClaimsError says why they could not be read.
+	Claims      []claims.Result `json:"claims,omitempty"`
+	ClaimsError string          `json:"claims_error,omitempty"`
 }
 
 // VariantSummary counts a variant's runs.
@@ -26,6 +31,10 @@ type VariantSummary struct {
 	// Flagged runs missed the fidelity tolerances; they are in the
 	// statistics (the median resists a few), marked, and counted here.
 	Flagged []string `json:"flagged,omitempty"`
+	// Skipped runs were not run: the variant needs what the machine
+	// lacked (SkipReason).
+	Skipped    []string `json:"skipped,omitempty"`
+	SkipReason string   `json:"skip_reason,omitempty"`
 }
 
 // MetricSummary is one metric over every variant.
@@ -83,6 +92,9 @@ func Summarize(res *Results) *Summary {
 		}
 		if run.Flagged() {
 			v.Flagged = append(v.Flagged, run.ID)
+		}
+		if run.Skipped != "" {
+			v.Skipped, v.SkipReason = append(v.Skipped, run.ID), run.Skipped
 		}
 	}
 	// A transfer's size is the most bytes any end of it counted in any
@@ -155,6 +167,12 @@ func Summarize(res *Results) *Summary {
 		return cmp.Or(cmp.Compare(a.order.group, b.order.group), cmp.Compare(a.order.size, b.order.size),
 			cmp.Compare(a.order.kind, b.order.kind))
 	})
+	list, err := claims.FromScenario([]byte(res.Meta.ScenarioSource))
+	if err != nil {
+		s.ClaimsError = err.Error()
+	} else if len(list) > 0 {
+		s.Claims = claims.Evaluate(res, list)
+	}
 	return s
 }
 

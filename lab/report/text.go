@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/amptcp/amptcp/internal/texttable"
+	"github.com/amptcp/amptcp/lab/claims"
 )
 
 // WriteText prints the summary: a table per metric of every variant's
@@ -44,6 +45,8 @@ func WriteText(w io.Writer, res *Results, s *Summary) error {
 	var notes []string
 	for _, run := range res.Runs {
 		switch {
+		case run.Skipped != "":
+			notes = append(notes, fmt.Sprintf("  %s (%s): skipped: %s", run.ID, run.Variant.Name(), run.Skipped))
 		case run.Error != "":
 			notes = append(notes, fmt.Sprintf("  %s (%s): failed: %s", run.ID, run.Variant.Name(), firstLine(run.Error)))
 		case run.Flagged():
@@ -51,7 +54,19 @@ func WriteText(w io.Writer, res *Results, s *Summary) error {
 		}
 	}
 	if len(notes) > 0 {
-		b.WriteString("\nruns left out (failed) or flagged (missed fidelity, still counted):\n" + strings.Join(notes, "\n") + "\n")
+		b.WriteString("\nruns left out (skipped, failed) or flagged (missed fidelity, still counted):\n" + strings.Join(notes, "\n") + "\n")
+	}
+	for _, c := range res.Meta.Calibration {
+		fmt.Fprintf(&b, "\ncalibration of %s %s: %s\n", c.Link, c.Param, c)
+	}
+	if s.ClaimsError != "" {
+		fmt.Fprintf(&b, "\nclaims: %s\n", s.ClaimsError)
+	}
+	if len(s.Claims) > 0 {
+		b.WriteString("\n")
+		if err := claims.WriteTable(&b, s.Claims); err != nil {
+			return err
+		}
 	}
 	b.WriteString("\nn: samples (flows) from runs without an error; the interval is the median's, from order statistics\n")
 	b.WriteString("  (none below 6 samples); failed +N flows: flows that ended with an error; flagged !: samples from\n")

@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -47,6 +48,64 @@ type Meta struct {
 	Version        string    `json:"version"` // amptcp's
 	Started        time.Time `json:"started"`
 	Settings       Settings  `json:"settings"`
+	// Short says that the scenario's short version ran.
+	Short bool `json:"short,omitempty"`
+	// Calibration is what the calibration phase found, before the runs.
+	Calibration []Calibration `json:"calibration,omitempty"`
+}
+
+// Calibration is a link parameter fitted before the runs so that a
+// single-path TCP flow reaches the paper's goodput.
+type Calibration struct {
+	Link      string `json:"link"`
+	Direction string `json:"direction,omitempty"`
+	Param     string `json:"param"` // loss or rate
+	// Target is the paper's goodput (bit/s), Figure where it says so,
+	// Tolerance the share the mean may miss it by.
+	Target    float64 `json:"target_bps"`
+	Figure    string  `json:"figure"`
+	Tolerance float64 `json:"tolerance"`
+	// Steps are the values tried, in order; Value the one the runs use
+	// (the last within the tolerance, else the nearest), Met whether it
+	// was within.
+	Steps []CalibrationStep `json:"steps"`
+	Value float64           `json:"value"`
+	Met   bool              `json:"met"`
+	Error string            `json:"error,omitempty"`
+}
+
+// String says what a calibration found: "loss 0.00123 gives 1.58
+// Mbit/s, within 15 % of the target 1.6 Mbit/s (Fig. 5a), after 4 steps".
+func (c Calibration) String() string {
+	if c.Error != "" {
+		return "failed: " + c.Error
+	}
+	if len(c.Steps) == 0 {
+		return "no step"
+	}
+	st := c.Steps[len(c.Steps)-1]
+	for _, s := range c.Steps {
+		if s.Value == c.Value {
+			st = s
+		}
+	}
+	met := "within"
+	if !c.Met {
+		met = "NOT within"
+	}
+	value := fmt.Sprintf("rate %.3g Mbit/s", c.Value/1e6)
+	if c.Param == "loss" {
+		value = "loss " + strconv.FormatFloat(c.Value, 'g', 3, 64)
+	}
+	return fmt.Sprintf("%s gives %.3g Mbit/s, %s %.0f %% of the target %.3g Mbit/s (%s), after %d steps",
+		value, st.Mean/1e6, met, 100*c.Tolerance, c.Target/1e6, c.Figure, len(c.Steps))
+}
+
+// CalibrationStep is one value tried: the goodput of each flow at it.
+type CalibrationStep struct {
+	Value   float64   `json:"value"`
+	Goodput []float64 `json:"goodput_bps"`
+	Mean    float64   `json:"mean_bps"`
 }
 
 // Settings are the runner's.

@@ -148,6 +148,13 @@ func (c *Collector) Record(r Record) {
 	c.mu.Unlock()
 }
 
+// Reset forgets what was recorded.
+func (c *Collector) Reset() {
+	c.mu.Lock()
+	c.records = nil
+	c.mu.Unlock()
+}
+
 // Records returns a copy of what was recorded so far, in order.
 func (c *Collector) Records() []Record {
 	c.mu.Lock()
