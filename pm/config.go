@@ -44,7 +44,8 @@ var Policies = []Policy{PolicyAMPTCP, PolicySubflows, PolicyFullmesh, PolicyNdif
 type Config struct {
 	Policy Policy `yaml:"policy"`
 	// Subflows is the number of subflows of the subflows and ndiffports
-	// policies, the first one included.
+	// policies, the first one included; the binder policy's, when given,
+	// in place of one per gateway.
 	Subflows int `yaml:"subflows"`
 	// MaxSubflows caps every plan, the first subflow included.
 	MaxSubflows int `yaml:"max-subflows"`
@@ -249,8 +250,12 @@ func (c *Config) Validate() error {
 		if c.Subflows < 1 {
 			ck.add("subflows", "missing: the %s policy needs the number of subflows, the first included", c.Policy)
 		}
+	case c.Policy == PolicyBinder:
+		if c.Subflows < 0 {
+			ck.add("subflows", "must not be negative (left out: a subflow per gateway)")
+		}
 	case c.Subflows != 0:
-		ck.add("subflows", "only the subflows and ndiffports policies take a number of subflows")
+		ck.add("subflows", "only the subflows, ndiffports and binder policies take a number of subflows")
 	}
 	if c.MaxSubflows < 1 || c.MaxSubflows > 255 {
 		ck.add("max-subflows", "%d is not between 1 and 255", c.MaxSubflows)

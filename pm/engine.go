@@ -291,16 +291,21 @@ func (e *engine) announceTo(c *conn) {
 }
 
 // open computes and applies the plan of a connection, or, for amptcp
-// with mappings not in the cache, asks the mapping system first.
+// (both sites' mappings) and binder (its own site's) with mappings not
+// in the cache, asks the mapping system first.
 func (e *engine) open(c *conn) {
 	c.opened = e.now()
-	if e.cfg.Policy != PolicyAMPTCP {
+	keys := []lookupKey{{c.remote.Addr(), false}, {c.local.Addr(), true}}
+	switch {
+	case e.cfg.Policy == PolicyBinder && e.cfg.AMPTCP != nil:
+		keys = keys[1:]
+	case e.cfg.Policy != PolicyAMPTCP:
 		e.apply(c, computePlan(e.input(c)))
 		return
 	}
 	now := e.now()
 	c.state = stateLookup
-	for _, k := range []lookupKey{{c.remote.Addr(), false}, {c.local.Addr(), true}} {
+	for _, k := range keys {
 		if m, ok := e.cache.get(k.eid, now); ok {
 			e.count.lookups["cached"]++
 			c.setMapping(k.local, m)
@@ -364,9 +369,10 @@ func (e *engine) lookupDone(eid netip.Addr, local bool, m Mapping, took time.Dur
 	}
 }
 
-// ready applies the amptcp plan once both mappings are known.
+// ready applies the plan once the mappings it needs are known: both
+// for amptcp, the local one for binder.
 func (e *engine) ready(c *conn) {
-	if c.state == stateLookup && c.localMap != nil && c.remoteMap != nil {
+	if c.state == stateLookup && c.localMap != nil && (c.remoteMap != nil || e.cfg.Policy == PolicyBinder) {
 		e.apply(c, computePlan(e.input(c)))
 	}
 }

@@ -106,6 +106,8 @@ func computePlan(in planInput) Plan {
 		local = inSite(local, in.localMap)
 		pairs = allPairs(len(local), len(remote))
 		p.amptcp(in)
+	case PolicyBinder:
+		p.binder(in)
 	}
 	p.cap(in)
 	r0 := int(portSum(in.local.Port(), in.remote.Port()) % uint32(p.P))
