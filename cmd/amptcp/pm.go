@@ -39,8 +39,8 @@ gives each MPTCP connection, once established, the subflows of its
 policy: amptcp (as many as the mapping system shows paths, on source
 ports that put each on its own path at a port-sum xTR), subflows,
 fullmesh, ndiffports, binder (a subflow per gateway of the site) or
-default. It repairs subflows that break when
-their path comes back. docs/pm.md describes the configuration.
+default. It repairs subflows that break when their path comes back.
+docs/pm.md describes the configuration.
 
 `)
 		flags.PrintDefaults()
