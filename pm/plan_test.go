@@ -103,9 +103,30 @@ func TestPlanSlotsSpread(t *testing.T) {
 	for _, s := range p.Slots {
 		pairs = append(pairs, fmt.Sprintf("%s>%s", s.Local, s.Remote))
 	}
-	want := "[10.1.0.1>10.2.0.1:5201 10.1.0.1>10.2.1.1:5201 10.1.1.1>10.2.0.1:5201 10.1.1.1>10.2.1.1:5201]"
+	want := "[10.1.0.1>10.2.0.1:5201 10.1.1.1>10.2.1.1:5201 10.1.0.1>10.2.1.1:5201 10.1.1.1>10.2.0.1:5201]"
 	if fmt.Sprint(pairs) != want {
 		t.Errorf("fullmesh pairs %v, want %s", pairs, want)
+	}
+}
+
+// Two hosts with 8 addresses each, fullmesh capped at 8 subflows: the 8
+// pairs of the same index, one per link, each address once.
+func TestFullmeshCappedUsesEveryAddress(t *testing.T) {
+	var local []netip.Addr
+	var remote []netip.AddrPort
+	for i := range 8 {
+		local = append(local, netip.AddrFrom4([4]byte{10, 0, byte(i), 1}))
+		remote = append(remote, netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, byte(i), 2}), 5001))
+	}
+	p := computePlan(planInput{policy: PolicyFullmesh, maxSubflows: 8, local: netip.AddrPortFrom(local[0], 40000), remote: remote[0],
+		localAddrs: local, remoteAddrs: remote[1:]})
+	if p.N != 8 || p.Want != 64 {
+		t.Fatalf("plan N %d of %d, want 8 of 64", p.N, p.Want)
+	}
+	for i, s := range p.Slots {
+		if s.Local != local[i] || s.Remote != remote[i] {
+			t.Errorf("slot %d: %s > %s, want %s > %s", i, s.Local, s.Remote, local[i], remote[i])
+		}
 	}
 }
 
