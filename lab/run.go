@@ -95,8 +95,6 @@ func RunScenario(ctx context.Context, s *scenario.Scenario, opts RunOptions) err
 		eval, runRecs = claims.NewEvaluator(s.Claims), &traffic.Collector{}
 	}
 	rec := teeRecorder{file: recs, obs: obs, run: runRecs}
-	offers := readKernelOffers()
-	skip := map[string]string{}
 	failed, skipped := 0, 0
 	for i, run := range runs {
 		if ctx.Err() != nil {
@@ -107,12 +105,10 @@ func RunScenario(ctx context.Context, s *scenario.Scenario, opts RunOptions) err
 			runRecs.Reset()
 		}
 		obs.RunStarted(run, len(runs))
-		key := run.Variant.String()
-		if _, ok := skip[key]; !ok {
-			skip[key] = offers.unavailable(s, run.Variant, opts.Lab.dir(s.Name))
-		}
+		// Read at each run: a congestion control that a loader registers
+		// or removes meanwhile counts from the next run on.
 		var e results.Run
-		if why := skip[key]; why != "" {
+		if why := readKernelOffers().unavailable(s, run.Variant, opts.Lab.dir(s.Name)); why != "" {
 			now := time.Now()
 			e = results.Run{ID: run.ID, Index: run.Index, Repetition: run.Repetition, Variant: run.Variant.Map(),
 				Started: now, Ended: now, Events: []results.Event{}, Skipped: why}

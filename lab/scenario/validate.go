@@ -56,8 +56,8 @@ func (s *Scenario) Validate() error {
 	}
 	for _, set := range sortedKeys(s.FlowSets) {
 		setNames := maps.Clone(names)
-		if len(s.FlowSets[set]) == 0 {
-			add("flow-sets."+set, "no flows")
+		if len(s.FlowSets[set]) == 0 && len(s.Flows) == 0 {
+			add("flow-sets."+set, "no flows, and the scenario has none of its own")
 		}
 		for i := range s.FlowSets[set] {
 			addAll(s.validateFlow(fmt.Sprintf("flow-sets.%s[%d]", set, i), &s.FlowSets[set][i], hasCC, setNames))
@@ -253,7 +253,7 @@ func (s *Scenario) validateFailures() []error {
 	var errs []error
 	for _, name := range sortedKeys(s.FailureSpecs) {
 		path := "failures." + name
-		if name == "none" || name == "timeline" || !nameRE.MatchString(name) {
+		if name == "none" || name == "timeline" || !failureRE.MatchString(name) {
 			errs = append(errs, fieldErr(path, "not a failure's name (none and timeline are taken)"))
 			continue
 		}
@@ -348,6 +348,10 @@ func (s *Scenario) validateVariants() []error {
 	}
 	return errs
 }
+
+// failureRE is what a failure's name looks like: a name, with dots
+// too (loss-0.5).
+var failureRE = regexp.MustCompile(`^[a-z0-9][a-z0-9.-]{0,31}$`)
 
 // modeRE is what a mode's name looks like: a paper's (SD, SL2, SF+).
 var modeRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_+-]{0,31}$`)
