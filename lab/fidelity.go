@@ -38,7 +38,8 @@ const (
 	fidelityProbeGap = 5 * time.Millisecond
 	probeTimeout     = time.Second
 	// The single flow saturates the path for rateDuration; the goodput
-	// counts from rateSkip on, after slow start.
+	// counts from rateSkip on, after slow start. On a long path both
+	// are longer (rateWindow): slow start takes more round trips.
 	rateDuration = 2 * time.Second
 	rateSkip     = 500 * time.Millisecond
 	// fidelityPort serves the probes (UDP) and the single flow (TCP):
@@ -107,7 +108,7 @@ func measurePath(ctx context.Context, plan *topo.Plan, links LinkControl, e ends
 		return pf, fmt.Errorf("rtt without the delays: %w", err)
 	}
 
-	flow, err := singleFlow(ctx, plan, links, e)
+	flow, err := singleFlow(ctx, plan, links, e, rtt)
 	if err != nil {
 		pf.Name += " via " + pathName(used)
 		return pf, fmt.Errorf("rate: %w", err)
@@ -115,7 +116,7 @@ func measurePath(ctx context.Context, plan *topo.Plan, links LinkControl, e ends
 	// The flow's data crossed the links that carried most of its
 	// bytes (the ACKs, the other way, are a few percent of them).
 	first, last := flow.snaps[0].stats, flow.snaps[len(flow.snaps)-1].stats
-	total := flow.goodput * (rateDuration - rateSkip).Seconds() / 8
+	total := flow.goodput * (flow.end - flow.skip).Seconds() / 8
 	data := crossed(first, last, func(_, bytes uint64) bool { return float64(bytes) >= total/2 })
 	pf.Name += " via " + pathName(used)
 	if !subset(data, used) {
@@ -315,7 +316,7 @@ func wantRate(plan *topo.Plan, before, after map[string]linkemu.Stats, data []li
 
 // linkRate is the payload rate the data's bottleneck delivered while the
 // flow kept it busy: the slope of its delivered bytes, sampled every
-// linkSampleInterval from rateSkip to the end of sending, times the
+// linkSampleInterval from the end of slow start to the end of sending (rateWindow), times the
 // payload's share of its frames. The link's counters, not the
 // receiver's bytes: TCP hands the application its bytes in order, so
 // each drop-tail loss stalls the receiver for a round trip and then
@@ -329,7 +330,7 @@ func linkRate(plan *topo.Plan, flow *flowMeasure, data []linkDir) float64 {
 	var pts []point
 	var first, last map[string]linkemu.Stats
 	for _, sn := range flow.snaps {
-		if sn.at < rateSkip || sn.at > rateDuration {
+		if sn.at < flow.skip || sn.at > flow.end {
 			continue
 		}
 		if first == nil {
@@ -427,13 +428,22 @@ func probeRTT(ctx context.Context, plan *topo.Plan, e ends) (time.Duration, int,
 }
 
 // flowMeasure is what the single flow of a path measured: the
-// receiver's goodput (the slope of its bytes from rateSkip to the end of
+// receiver's goodput (the slope of its bytes from skip to the end of
 // sending), the sender's MSS, and snapshots of the links' counters from
 // the flow's start to its end.
 type flowMeasure struct {
-	goodput float64
-	mss     int
-	snaps   []linkSnapshot
+	goodput   float64
+	mss       int
+	snaps     []linkSnapshot
+	skip, end time.Duration
+}
+
+// rateWindow is when a single flow's rate is measured on a path of that
+// RTT: from rateSkip, or 10 round trips (slow start on a long fat path),
+// for 1.5 s or 10 round trips more.
+func rateWindow(rtt time.Duration) (skip, end time.Duration) {
+	skip = max(rateSkip, 10*rtt)
+	return skip, skip + max(rateDuration-rateSkip, 10*rtt)
 }
 
 // linkSnapshot is the links' counters at a time since a flow started.
@@ -443,11 +453,14 @@ type linkSnapshot struct {
 }
 
 // singleFlow runs one saturated TCP flow with cubic from one host to the
-// other, reading the links' counters every linkSampleInterval meanwhile.
-func singleFlow(ctx context.Context, plan *topo.Plan, links LinkControl, e ends) (*flowMeasure, error) {
+// other, on a path of that RTT, reading the links' counters every
+// linkSampleInterval meanwhile.
+func singleFlow(ctx context.Context, plan *topo.Plan, links LinkControl, e ends, rtt time.Duration) (*flowMeasure, error) {
 	addr := e.server(plan, fidelityPort)
+	fm := &flowMeasure{}
+	fm.skip, fm.end = rateWindow(rtt)
 	f := traffic.Flow{ID: "fidelity", Kind: traffic.Saturate, Protocol: traffic.TCP,
-		CongestionControl: "cubic", Duration: rateDuration, Local: e.client(plan)}
+		CongestionControl: "cubic", Duration: fm.end, Local: e.client(plan)}
 	var srv *traffic.Server
 	err := (&netns.NS{Name: plan.Node(e.to).Namespace}).Do(func() (err error) {
 		srv, err = traffic.Listen(addr, traffic.ListenOptions{Protocol: traffic.TCP})
@@ -457,7 +470,7 @@ func singleFlow(ctx context.Context, plan *topo.Plan, links LinkControl, e ends)
 		return nil, err
 	}
 	rec := &traffic.Collector{}
-	ctx, cancel := context.WithTimeout(ctx, rateDuration+10*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, fm.end+10*time.Second)
 	defer cancel()
 	served := make(chan struct{})
 	go func() {
@@ -477,7 +490,6 @@ func singleFlow(ctx context.Context, plan *topo.Plan, links LinkControl, e ends)
 	if err != nil {
 		return nil, err
 	}
-	fm := &flowMeasure{}
 	snapped := make(chan error, 1)
 	stop := make(chan struct{})
 	go func() { snapped <- fm.snapshots(links, start, stop) }()
@@ -498,7 +510,7 @@ func singleFlow(ctx context.Context, plan *topo.Plan, links LinkControl, e ends)
 	var pts []point
 	for _, r := range recs {
 		switch since := r.Time.Sub(res.Start); {
-		case r.Kind == traffic.KindReceiver && since >= rateSkip && since <= rateDuration:
+		case r.Kind == traffic.KindReceiver && since >= fm.skip && since <= fm.end:
 			pts = append(pts, point{since.Seconds(), float64(r.BytesReceived) * 8})
 		case r.Kind == traffic.KindSubflow:
 			fm.mss = max(fm.mss, int(r.MSS))
@@ -506,7 +518,7 @@ func singleFlow(ctx context.Context, plan *topo.Plan, links LinkControl, e ends)
 	}
 	if len(pts) < 5 || fm.mss == 0 || len(fm.snaps) < 2 {
 		return nil, fmt.Errorf("the flow left %d samples between %v and %v (%d records, %d snapshots of the links)",
-			len(pts), rateSkip, rateDuration, len(recs), len(fm.snaps))
+			len(pts), fm.skip, fm.end, len(recs), len(fm.snaps))
 	}
 	fm.goodput = slope(pts)
 	return fm, nil

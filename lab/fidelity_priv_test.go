@@ -144,7 +144,7 @@ func TestSingleFlowRateOnADropTailQueue(t *testing.T) {
 	}
 	measured, receiverMissed := 0, 0
 	for i := range 10 {
-		fm, err := singleFlow(ctx, plan, links, ends{from: "server", to: "client"})
+		fm, err := singleFlow(ctx, plan, links, ends{from: "server", to: "client"}, 40*time.Millisecond)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -145,7 +145,7 @@ func TestSlopeWeighsABurstAsOnePoint(t *testing.T) {
 // (5 % low here, from a stall) does not enter.
 func TestLinkRateIsTheBottlenecksDelivery(t *testing.T) {
 	const rate, frame = 10e6, 1514.0
-	fm := &flowMeasure{goodput: 0.95 * rate * 1412 / frame, mss: 1412}
+	fm := &flowMeasure{goodput: 0.95 * rate * 1412 / frame, mss: 1412, skip: rateSkip, end: rateDuration}
 	for i := 0; i <= 22; i++ {
 		nominal := time.Duration(i) * 100 * time.Millisecond
 		off := time.Duration((i*37)%11-5) * time.Millisecond
@@ -162,5 +162,20 @@ func TestLinkRateIsTheBottlenecksDelivery(t *testing.T) {
 	}
 	if d, r, ok := bottleneck(fidelityPlan, data); !ok || d.link != "p1" || r != rate {
 		t.Errorf("bottleneck %v at %.0f, want p1 at 10 Mbit/s", d, r)
+	}
+}
+
+// TestRateWindow: the rate is measured from 0.5 s to 2 s on a short
+// path, from 10 round trips for 10 more on a long one (slow start over
+// 115 ms is most of 2 s).
+func TestRateWindow(t *testing.T) {
+	for _, tc := range []struct{ rtt, skip, end time.Duration }{
+		{20 * time.Millisecond, 500 * time.Millisecond, 2 * time.Second},
+		{115 * time.Millisecond, 1150 * time.Millisecond, 2650 * time.Millisecond},
+		{300 * time.Millisecond, 3 * time.Second, 6 * time.Second},
+	} {
+		if skip, end := rateWindow(tc.rtt); skip != tc.skip || end != tc.end {
+			t.Errorf("RTT %v: %v to %v, want %v to %v", tc.rtt, skip, end, tc.skip, tc.end)
+		}
 	}
 }
