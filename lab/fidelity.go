@@ -131,11 +131,32 @@ func measurePath(ctx context.Context, plan *topo.Plan, links LinkControl, e ends
 	// The links must add their delays to what the path costs without
 	// them (the baseline, which holds the serialization too).
 	rttOK := (pf.RTT - pf.RTTBase - delays(plan, used)).Abs() <= tol
-	// A single flow cannot be asked to fill a lossy path: there the rate
-	// is recorded, and only the RTT decides.
-	rateOK := lossy(plan, data) || math.Abs(pf.Rate-pf.RateWant) <= RateTolerance*pf.RateWant
+	// A single flow cannot be asked to fill a lossy path, nor one whose
+	// bottleneck queue holds less than its bandwidth-delay product (after
+	// a loss its window falls below the pipe, and on a long path it takes
+	// seconds to grow back): there the rate is recorded, and only the RTT
+	// decides.
+	pf.RateNote = unjudgedRate(plan, data, pf.RTT)
+	rateOK := pf.RateNote != "" || math.Abs(pf.Rate-pf.RateWant) <= RateTolerance*pf.RateWant
 	pf.OK = rttOK && rateOK && len(data) > 0
 	return pf, nil
+}
+
+// unjudgedRate says why a single flow's rate on the data's links is not
+// judged, or "" when it is.
+func unjudgedRate(plan *topo.Plan, data []linkDir, rtt time.Duration) string {
+	if lossy(plan, data) {
+		return "not judged: the path loses frames"
+	}
+	d, rate, ok := bottleneck(plan, data)
+	if !ok {
+		return ""
+	}
+	p, _ := linkParams(plan, d.link)
+	if bdp := rate / 8 * rtt.Seconds(); float64(p.QueueBytes) < bdp {
+		return fmt.Sprintf("not judged: %s's queue (%d KB) is below the path's bandwidth-delay product (%.0f KB)", d, p.QueueBytes/1000, bdp/1000)
+	}
+	return ""
 }
 
 // crossed returns the link directions whose frames-in and bytes-in grew

@@ -179,3 +179,24 @@ func TestRateWindow(t *testing.T) {
 		}
 	}
 }
+
+// TestUnjudgedRate: a single flow is asked to fill a path only when its
+// bottleneck's queue holds the path's bandwidth-delay product and it
+// loses nothing: p1 (10 Mbit/s, a queue of 25 KB) is judged at an RTT of
+// 20 ms (25 KB) but not at 40; p2 loses frames.
+func TestUnjudgedRate(t *testing.T) {
+	plan := &topo.Plan{Links: []topo.LinkPlan{
+		{Name: "p1", Emulated: true, Params: linkemu.Params{Rate: 10e6, QueueBytes: 25000}},
+		{Name: "p2", Emulated: true, Params: linkemu.Params{Rate: 10e6, QueueBytes: 1 << 20, Loss: linkemu.Loss{Model: linkemu.Bernoulli, P: 0.01}}},
+	}}
+	p1 := []linkDir{{"p1", linkemu.AToB}}
+	if note := unjudgedRate(plan, p1, 20*time.Millisecond); note != "" {
+		t.Errorf("20 ms: %q, want judged", note)
+	}
+	if note := unjudgedRate(plan, p1, 40*time.Millisecond); !strings.Contains(note, "queue (25 KB) is below the path's bandwidth-delay product (50 KB)") {
+		t.Errorf("40 ms: %q", note)
+	}
+	if note := unjudgedRate(plan, []linkDir{{"p2", linkemu.AToB}}, time.Millisecond); !strings.Contains(note, "loses frames") {
+		t.Errorf("lossy: %q", note)
+	}
+}

@@ -245,7 +245,10 @@ type PathFidelity struct {
 	RateWant float64 `json:"rate_want_bps"`
 	Rate     float64 `json:"rate_bps"`
 	Goodput  float64 `json:"goodput_bps,omitempty"`
-	OK       bool    `json:"ok"`
+	// RateNote says why the rate was not judged (a lossy path, a queue
+	// below the bandwidth-delay product), if it was not.
+	RateNote string `json:"rate_note,omitempty"`
+	OK       bool   `json:"ok"`
 }
 
 // String says what was measured against what: "c>s via p1 a-to-b,
@@ -253,8 +256,12 @@ type PathFidelity struct {
 // 3.80 of 3.76 Mbit/s".
 func (p PathFidelity) String() string {
 	us := func(d time.Duration) time.Duration { return d.Round(time.Microsecond) }
-	return fmt.Sprintf("%s: RTT %v of %v configured (%v without the delays), %.2f of %.2f Mbit/s",
+	s := fmt.Sprintf("%s: RTT %v of %v configured (%v without the delays), %.2f of %.2f Mbit/s",
 		p.Name, us(p.RTT), us(p.RTTWant), us(p.RTTBase), p.Rate/1e6, p.RateWant/1e6)
+	if p.RateNote != "" {
+		s += " (" + p.RateNote + ")"
+	}
+	return s
 }
 
 // NotConnected starts the error of a flow's result when its client did
