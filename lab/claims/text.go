@@ -75,3 +75,47 @@ func (r Result) IntervalText() string {
 	}
 	return "(" + texttable.Number(*r.Low) + " to " + texttable.Number(*r.High) + ")"
 }
+
+// Set is the claims of one experiment, for a table of several.
+type Set struct {
+	Scenario string
+	// Short says the scenario's short version ran.
+	Short   bool
+	Results []Result
+}
+
+// WriteSets prints the claims of several experiments as one table (as
+// Markdown with markdown), then the count of each verdict.
+func WriteSets(w io.Writer, sets []Set, markdown bool) error {
+	head := []string{"scenario", "claim", "verdict", "value", "95% CI", "range", "n", "figure"}
+	rows := [][]string{head}
+	count := map[Verdict]int{}
+	for _, s := range sets {
+		name := s.Scenario
+		if s.Short {
+			name += " (short)"
+		}
+		for _, r := range s.Results {
+			count[r.Verdict]++
+			n := strconv.Itoa(r.N)
+			if r.NOver > 0 {
+				n += "/" + strconv.Itoa(r.NOver)
+			}
+			rows = append(rows, []string{name, r.ID, string(r.Verdict), r.ValueText(), r.IntervalText(), r.Range.String(), n, r.Figure})
+		}
+	}
+	var b strings.Builder
+	if markdown {
+		for i, r := range rows {
+			b.WriteString("| " + strings.Join(r, " | ") + " |\n")
+			if i == 0 {
+				b.WriteString(strings.Repeat("|---", len(r)) + "|\n")
+			}
+		}
+	} else {
+		b.WriteString(texttable.Format(rows, nil))
+	}
+	fmt.Fprintf(&b, "\n%d claims: %d passed, %d failed, %d not run\n", len(rows)-1, count[Pass], count[Fail], count[NotRun])
+	_, err := io.WriteString(w, b.String())
+	return err
+}
