@@ -3,7 +3,10 @@ package lab
 import (
 	"errors"
 	"fmt"
+	"sync"
+	"time"
 
+	"github.com/amptcp/amptcp/lab/results"
 	"github.com/amptcp/amptcp/lab/topo"
 )
 
@@ -80,4 +83,41 @@ func setEnd(plan *topo.Plan, ev topo.Event) error {
 		return fmt.Errorf("link %s: %s's routes through %s: %w", ev.Link, end.Node, end.Interface, err)
 	}
 	return nil
+}
+
+// runControl applies the events a person gives during a run (the live
+// view's controls) and keeps them for the run's record, marked manual.
+type runControl struct {
+	links  EventApplier
+	t0     time.Time
+	obs    Observer
+	mu     sync.Mutex
+	events []results.Event
+	closed bool
+}
+
+func (rc *runControl) apply(ev topo.Event) error {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if rc.closed {
+		return errors.New("the run's flows have ended")
+	}
+	err := rc.links.Apply(ev)
+	now := time.Now()
+	re := results.Event{At: now.Sub(rc.t0), AppliedAfter: max(now.Sub(rc.t0), 1), Applied: now,
+		Link: ev.Link, Action: string(ev.Action), Detail: ev.Detail(), Manual: true}
+	if err != nil {
+		re.Error = err.Error()
+	}
+	rc.events = append(rc.events, re)
+	rc.obs.EventApplied(re)
+	return err
+}
+
+// done ends the control and returns the events applied.
+func (rc *runControl) done() []results.Event {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	rc.closed = true
+	return rc.events
 }

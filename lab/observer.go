@@ -6,6 +6,7 @@ import (
 	"github.com/amptcp/amptcp/lab/claims"
 	"github.com/amptcp/amptcp/lab/results"
 	"github.com/amptcp/amptcp/lab/scenario"
+	"github.com/amptcp/amptcp/lab/topo"
 	"github.com/amptcp/amptcp/lab/traffic"
 )
 
@@ -31,10 +32,31 @@ type Observer interface {
 	RunEnded(run results.Run)
 }
 
+// The optional parts of an Observer: the runner calls those it has.
+
 // ClaimsObserver is an Observer that shows the scenario's claims: after
 // each run, it gets them as the runs so far measure them.
 type ClaimsObserver interface {
 	ClaimsEvaluated(results []claims.Result)
+}
+
+// TopologyObserver gets the topology of each run (the variant's), before
+// its lab comes up.
+type TopologyObserver interface {
+	TopologyStarted(t *topo.Topology)
+}
+
+// LinkObserver gets the emulated links' counters every time the runner
+// samples them (every 100 ms while the flows run), as links.jsonl does.
+type LinkObserver interface {
+	LinksSampled(samples []results.LinkSample)
+}
+
+// ControlObserver may change the run's links while its flows run: once
+// they start it gets apply, which applies an event at once and records
+// it in the run's events (marked manual), and nil once they end.
+type ControlObserver interface {
+	ControlAvailable(apply func(ev topo.Event) error)
 }
 
 // observer is opts.Observer, or one that ignores everything.

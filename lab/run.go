@@ -200,6 +200,9 @@ func runOne(ctx context.Context, s *scenario.Scenario, run scenario.Run, opts Ru
 	e := results.Run{ID: run.ID, Index: run.Index, Repetition: run.Repetition, Variant: run.Variant.Map(),
 		Started: time.Now(), Events: []results.Event{}}
 	t := s.TopologyFor(run.Variant)
+	if to, ok := opts.observer().(TopologyObserver); ok {
+		to.TopologyStarted(t)
+	}
 	err := func() (err error) {
 		if _, err := Up(ctx, t, s.TopologyPath, opts.Lab); err != nil {
 			return fmt.Errorf("up: %w", err)

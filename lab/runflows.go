@@ -32,20 +32,23 @@ func runFlows(ctx context.Context, s *scenario.Scenario, run scenario.Run, plan 
 	flows := s.Plan(run.Variant)
 	events := s.Events(run.Variant)
 	for _, ev := range events {
-		e.Events = append(e.Events, results.Event{At: ev.At.Duration, Link: ev.Link, Action: string(ev.Action)})
+		e.Events = append(e.Events, results.Event{At: ev.At.Duration, Link: ev.Link, Action: string(ev.Action), Detail: ev.Detail()})
 	}
-	var links EventApplier
 	calibrated := s.CalibratedEvents()
-	if len(events) > 0 || len(calibrated) > 0 {
+	co, control := opts.observer().(ControlObserver)
+	links := &labEvents{plan: plan}
+	if len(events) > 0 || len(calibrated) > 0 || control {
 		open := opts.Links
 		if open == nil {
 			open = func(name string, o Options) (EventApplier, error) { return OpenLinks(name, o) }
 		}
 		lc, err := open(plan.Name, opts.Lab)
-		if err != nil {
-			lc, e.EventsNote = nil, "not applied: "+err.Error()
+		switch {
+		case err == nil:
+			links.links = lc
+		case len(events) > 0:
+			e.EventsNote = "not applied: " + err.Error()
 		}
-		links = &labEvents{plan: plan, links: lc}
 	}
 	for _, ev := range calibrated {
 		if err := links.Apply(ev); err != nil {
@@ -70,6 +73,11 @@ func runFlows(ctx context.Context, s *scenario.Scenario, run scenario.Run, plan 
 		defer close(eventsDone)
 		applyEvents(ctx, links, events, t0, flowsDone, e.Events, opts.observer())
 	}()
+	var manual *runControl
+	if control && links.links != nil {
+		manual = &runControl{links: links, t0: t0, obs: opts.observer()}
+		co.ControlAvailable(manual.apply)
+	}
 	stopSampling := startLinkSampling(plan, opts, e)
 	var wg sync.WaitGroup
 	errs := make([]error, len(flows))
@@ -77,6 +85,10 @@ func runFlows(ctx context.Context, s *scenario.Scenario, run scenario.Run, plan 
 		wg.Go(func() { errs[i] = runFlow(ctx, plan, f, t0, rec) })
 	}
 	wg.Wait()
+	if manual != nil {
+		co.ControlAvailable(nil)
+		e.Events = append(e.Events, manual.done()...)
+	}
 	stopSampling()
 	close(flowsDone)
 	<-eventsDone
@@ -90,9 +102,6 @@ func runFlows(ctx context.Context, s *scenario.Scenario, run scenario.Run, plan 
 // applyEvents applies each event at its time from t0 until the flows
 // are done, noting when it really was applied, and tells obs.
 func applyEvents(ctx context.Context, links EventApplier, events []topo.Event, t0 time.Time, flowsDone <-chan struct{}, out []results.Event, obs Observer) {
-	if links == nil {
-		return
-	}
 	for i, ev := range events {
 		timer := time.NewTimer(time.Until(t0.Add(ev.At.Duration)))
 		select {
@@ -105,6 +114,9 @@ func applyEvents(ctx context.Context, links EventApplier, events []topo.Event, t
 			return
 		}
 		err := links.Apply(ev)
+		if errors.Is(err, errNoLinkControl) {
+			continue // not applied: EventsNote says why
+		}
 		out[i].Applied = time.Now()
 		out[i].AppliedAfter = max(out[i].Applied.Sub(t0), 1)
 		if err != nil {

@@ -9,6 +9,7 @@
 package claims
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"regexp"
@@ -171,6 +172,16 @@ func (r Range) MarshalJSON() ([]byte, error) {
 		return strconv.FormatFloat(*p, 'g', -1, 64)
 	}
 	return []byte("[" + end(r.Min) + "," + end(r.Max) + "]"), nil
+}
+
+// UnmarshalJSON reads [low, high] with nulls, as MarshalJSON writes it.
+func (r *Range) UnmarshalJSON(b []byte) error {
+	var ends [2]*float64
+	if err := json.Unmarshal(b, &ends); err != nil {
+		return fmt.Errorf("a range is [low, high]: %w", err)
+	}
+	r.Min, r.Max = ends[0], ends[1]
+	return nil
 }
 
 // Contains says whether v is in the range, its ends included.

@@ -214,11 +214,18 @@ type Event struct {
 	Applied      time.Time     `json:"applied,omitzero"`
 	Link         string        `json:"link"`
 	Action       string        `json:"action"`
-	Error        string        `json:"error,omitempty"`
+	// Detail says what a set changed ("delay 30ms, loss 1%") and which
+	// end went down or up ("end a").
+	Detail string `json:"detail,omitempty"`
+	// Manual marks an event applied by hand during the run (the live
+	// view's controls), not from the scenario.
+	Manual bool   `json:"manual,omitempty"`
+	Error  string `json:"error,omitempty"`
 }
 
-// Label is the event as a plot's legend shows it: "l2 down".
-func (e Event) Label() string { return strings.TrimSpace(e.Link + " " + e.Action) }
+// Label is the event as a plot's legend shows it: "l2 down", "l2 set
+// delay 30ms".
+func (e Event) Label() string { return strings.TrimSpace(e.Link + " " + e.Action + " " + e.Detail) }
 
 // Fidelity is how well the emulator met its configuration in a run.
 type Fidelity struct {
