@@ -257,4 +257,3 @@ func TestClaimsInState(t *testing.T) {
 		t.Errorf("claims %+v", st.Claims)
 	}
 }
-
