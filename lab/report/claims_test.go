@@ -6,6 +6,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/amptcp/amptcp/lab/traffic"
 )
 
 // TestReportClaims: a results directory whose scenario states claims
@@ -75,5 +78,31 @@ claims:
 		if !strings.Contains(string(page), want) {
 			t.Errorf("report.html has no %s", want)
 		}
+	}
+}
+
+// TestSequencePlot: a run's data sequence goes up to the bytes its
+// receiver got (its subflows' lines and the events beside); a run
+// without receiver samples has none.
+func TestSequencePlot(t *testing.T) {
+	recs := runRecords(t0, time.Second, 40, 10*time.Millisecond)
+	for i := 1; i <= 10; i++ {
+		recs = append(recs, traffic.Record{Time: t0.Add(10*time.Second + time.Duration(i)*100*time.Millisecond), Flow: "sat",
+			Kind: traffic.KindReceiver, Role: traffic.Receiver, BytesReceived: uint64(i) * 1_000_000})
+	}
+	run := &Run{ID: "r1", Variant: amptcp, Started: t0, Events: []Event{{At: 10500 * time.Millisecond, Link: "l2", Action: "down"}}}
+	res := &Results{Records: map[string][]traffic.Record{"r1": recs}}
+	p, ok, err := sequencePlot(run, res)
+	if err != nil || !ok {
+		t.Fatalf("sequence plot: %v, %v", ok, err)
+	}
+	if p.Y.Max != 12.5 || !strings.Contains(p.Title.Text, "Data sequence, run r1") {
+		t.Errorf("plot %q up to %v MB, want the run's and 10 MB received (and room for the legend)", p.Title.Text, p.Y.Max)
+	}
+	if err := p.Save(plotWidth, plotHeight, filepath.Join(t.TempDir(), "seq.png")); err != nil {
+		t.Error(err)
+	}
+	if _, ok, _ := sequencePlot(run, &Results{Records: map[string][]traffic.Record{"r1": runRecords(t0, time.Second, 40, 0)}}); ok {
+		t.Errorf("a plot without receiver samples")
 	}
 }
