@@ -31,6 +31,8 @@ func docFiles(t *testing.T) string {
 		switch {
 		case strings.Contains(m[1], "\nnodes:"):
 			name = "lab.yaml"
+		case strings.Contains(m[1], "\nflows:") && strings.Contains(m[1], "\nclaims:"):
+			name = "claims.yaml"
 		case strings.Contains(m[1], "\nflows:"):
 			name = "experiment.yaml"
 		default:
@@ -41,10 +43,28 @@ func docFiles(t *testing.T) string {
 			t.Fatal(err)
 		}
 	}
-	if found != 2 {
-		t.Fatalf("docs/lab.md: %d of the topology and scenario examples", found)
+	if found != 3 {
+		t.Fatalf("docs/lab.md: %d of the topology, scenario and claims examples", found)
 	}
 	return filepath.Join(dir, "experiment.yaml")
+}
+
+// TestDocClaimsExample loads docs/lab.md's scenario with claims, both
+// versions, and checks the claims it states.
+func TestDocClaimsExample(t *testing.T) {
+	path := filepath.Join(filepath.Dir(docFiles(t)), "claims.yaml")
+	for _, short := range []bool{false, true} {
+		s, err := LoadVersion(path, short)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(s.Claims) != 2 || s.Claims[0].Metric != "recovery" || s.Claims[1].Compare != "ratio" || s.Claims[1].MannWhitney == nil {
+			t.Errorf("short %v: claims %+v", short, s.Claims)
+		}
+		if evs := s.Failures["flap"]; len(evs) != 2 || evs[1].At.Duration != 7*time.Second {
+			t.Errorf("short %v: the flap %+v, want down at 4 s and up at 7 s", short, evs)
+		}
+	}
 }
 
 // TestDocExample loads docs/lab.md's scenario and checks what it says it

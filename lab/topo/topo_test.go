@@ -277,7 +277,7 @@ timeline:
 	for _, want := range []string{
 		`name: "Bad_Name" is not a name`,
 		"instance-id: 16777216 exceeds",
-		"nodes[0].pm.subflows: only the subflows and ndiffports policies",
+		"nodes[0].pm.subflows: only the subflows, ndiffports and binder policies",
 		`nodes[1].name: "h1" is the name of another node`,
 		`nodes[1].role: "switch" is not one of`,
 		"nodes[2].site: missing",
