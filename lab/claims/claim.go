@@ -52,6 +52,11 @@ type Claim struct {
 	Per string `yaml:"per"`
 	// Across is the dimension whose values spread compares.
 	Across string `yaml:"across"`
+	// Each, a dimension, makes the claim one per value of it (Of and
+	// Over each restricted to that value), which Holds of them must
+	// pass: all (the default), any, or a share ("1/3", "0.5").
+	Each  string `yaml:"each"`
+	Holds string `yaml:"holds"`
 	// With is the second metric of spearman, measured on the same flows.
 	With string `yaml:"with"`
 	// Where is the range of values that share counts.
@@ -337,6 +342,19 @@ func (c *Claim) validate(path string, dims Dimensions, flows []string, ids map[s
 	case !needsOver && c.Over != nil:
 		add("over", "a %s has no reference", c.Compare)
 	}
+	if c.Each != "" {
+		if _, ok := dims[c.Each]; !ok {
+			add("each", "%q is not a dimension of the variants", c.Each)
+		}
+		if c.Each == c.Across {
+			add("each", "a spread across %s cannot also be one per value of it", c.Across)
+		}
+	}
+	if _, err := c.holdsShare(); err != nil {
+		add("holds", "%v", err)
+	} else if c.Holds != "" && c.Each == "" {
+		add("holds", "only a claim with each says how many of its values must hold")
+	}
 	if c.Per != "" && (c.Per != "flow" || c.Compare != CompareRatio) {
 		add("per", `only "flow", with compare: ratio`)
 	}
@@ -364,6 +382,37 @@ func (c *Claim) validate(path string, dims Dimensions, flows []string, ids map[s
 		add("range", "%v is empty", c.Range)
 	}
 	return errs
+}
+
+// holdsShare is the share of an each claim's values that must pass:
+// all (1), any (the smallest above 0), or a share given as "1/3" or
+// "0.33".
+func (c *Claim) holdsShare() (float64, error) {
+	switch h := strings.TrimSpace(c.Holds); h {
+	case "", "all":
+		return 1, nil
+	case "any":
+		return math.SmallestNonzeroFloat64, nil
+	default:
+		var v float64
+		var err error
+		if num, den, ok := strings.Cut(h, "/"); ok {
+			var n, d float64
+			n, err = strconv.ParseFloat(num, 64)
+			if err == nil {
+				d, err = strconv.ParseFloat(den, 64)
+			}
+			if err == nil && d > 0 {
+				v = n / d
+			}
+		} else {
+			v, err = strconv.ParseFloat(h, 64)
+		}
+		if err != nil || !(v > 0 && v <= 1) {
+			return 0, fmt.Errorf("%q is all, any or a share like 1/3 or 0.5", c.Holds)
+		}
+		return v, nil
+	}
 }
 
 // matchesAny says whether a claim's flow selects one of the names.

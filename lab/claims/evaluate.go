@@ -85,7 +85,7 @@ func NewEvaluator(list []Claim) *Evaluator {
 		}
 		ev.claims[i] = c
 		for j := range ev.sides[i] {
-			ev.sides[i][j] = &sampleSet{byFlow: map[string][]float64{}, byValue: map[string][]float64{}, skipped: map[string]bool{}}
+			ev.sides[i][j] = newSampleSet()
 		}
 	}
 	return ev
@@ -132,6 +132,12 @@ type sampleSet struct {
 	skipped map[string]bool // the reasons of skipped runs
 	failed  int             // runs with an error
 	missing int             // flows of good runs without a sample
+	// each are the samples per value of the claim's Each dimension.
+	each map[string]*sampleSet
+}
+
+func newSampleSet() *sampleSet {
+	return &sampleSet{byFlow: map[string][]float64{}, byValue: map[string][]float64{}, skipped: map[string]bool{}}
 }
 
 type sampleKey struct{ run, flow string }
@@ -142,6 +148,18 @@ func (ss *sampleSet) add(c Claim, metricName string, sel Selector, run *results.
 	m := metrics[metricName]
 	if !sel.Matches(run.Variant) {
 		return
+	}
+	if c.Each != "" {
+		val := run.Variant[c.Each]
+		if ss.each == nil {
+			ss.each = map[string]*sampleSet{}
+		}
+		if ss.each[val] == nil {
+			ss.each[val] = newSampleSet()
+		}
+		sub := c
+		sub.Each = ""
+		ss.each[val].add(sub, metricName, sel, run, v)
 	}
 	ss.runs++
 	switch {
@@ -211,6 +229,9 @@ func (ss *sampleSet) remark(sel Selector) string {
 }
 
 func evaluate(c Claim, of, over, with *sampleSet) Result {
+	if c.Each != "" {
+		return evaluateEach(c, of, over, with)
+	}
 	_, unit := MetricAbout(c.Metric)
 	r := Result{ID: c.ID, Figure: c.Figure, Says: c.Says, Note: c.Note, Range: c.Range, Unit: unit, What: describe(c)}
 	if why := of.notRun("of", c.Of); why != "" {
@@ -301,6 +322,73 @@ func evaluate(c Claim, of, over, with *sampleSet) Result {
 	return r
 }
 
+// evaluateEach evaluates a claim once per value of its Each dimension:
+// it passes when the share of the values that pass (of those that ran)
+// is at least Holds. Its value is that share, and its reason lists each
+// value's.
+func evaluateEach(c Claim, of, over, with *sampleSet) Result {
+	r := Result{ID: c.ID, Figure: c.Figure, Says: c.Says, Note: c.Note, Range: c.Range, Unit: "share", What: describe(c)}
+	values := map[string]bool{}
+	for v := range of.each {
+		values[v] = true
+	}
+	sub := c
+	sub.Each = ""
+	need, _ := c.holdsShare()
+	var parts, notRun []string
+	ran, passed := 0, 0
+	pick := func(ss *sampleSet, v string) *sampleSet {
+		if ss.each[v] != nil {
+			return ss.each[v]
+		}
+		return newSampleSet()
+	}
+	for _, v := range sortedKeys(values) {
+		rv := evaluate(sub, pick(of, v), pick(over, v), pick(with, v))
+		switch rv.Verdict {
+		case NotRun:
+			notRun = append(notRun, v)
+			continue
+		case Pass:
+			passed++
+		}
+		ran++
+		parts = append(parts, fmt.Sprintf("%s %s %s", v, rv.ValueText(), rv.Verdict))
+	}
+	if ran == 0 {
+		r.Verdict, r.Reason = NotRun, "no value of "+c.Each+" ran"
+		if len(of.skipped) > 0 {
+			r.Reason = strings.Join(sortedKeys(of.skipped), "; ")
+		}
+		return r
+	}
+	share := float64(passed) / float64(ran)
+	r.Value, r.N = &share, ran
+	// The range shown is the share that must pass: the claim's own is
+	// each value's, in What.
+	low, one := need, 1.0
+	if c.Holds == "any" {
+		low = 1 / float64(ran)
+	}
+	r.Range = Range{Min: &low, Max: &one}
+	r.Verdict = Fail
+	if share >= need {
+		r.Verdict = Pass
+	}
+	r.Reason = fmt.Sprintf("%d of %d values of %s passed %v (%s must): %s", passed, ran, c.Each, c.Range, holdsText(c.Holds), strings.Join(parts, ", "))
+	if len(notRun) > 0 {
+		r.Reason += "; not run: " + strings.Join(notRun, ", ")
+	}
+	return r
+}
+
+func holdsText(h string) string {
+	if h == "" {
+		return "all"
+	}
+	return h
+}
+
 // pairs are the values of two sample sets on the same run and flow.
 func pairs(a, b *sampleSet) (x, y []float64) {
 	idx := map[sampleKey]float64{}
@@ -341,6 +429,9 @@ func describe(c Claim) string {
 	}
 	if !c.Window.IsZero() {
 		m += " (" + c.Window.Name + ")"
+	}
+	if c.Each != "" {
+		m += " in " + c.Range.String() + ", for " + holdsText(c.Holds) + " of the values of " + c.Each
 	}
 	switch c.Compare {
 	case CompareRatio:

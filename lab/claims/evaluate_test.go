@@ -268,3 +268,42 @@ func TestValidateNamesTheField(t *testing.T) {
 		}
 	}
 }
+
+// TestEvaluateEach: a claim per value of a dimension, which all, any or
+// a share of them must pass: a's goodput over b's is 2 at x, 1 at y, 3
+// at z; in [1.5, null] at 2 of 3.
+func TestEvaluateEach(t *testing.T) {
+	var runs []fakeRun
+	for _, v := range []struct {
+		at    string
+		ratio float64
+	}{{"x", 2}, {"y", 1}, {"z", 3}} {
+		for rep := range 2 {
+			id := v.at + string(rune('0'+rep))
+			runs = append(runs,
+				fakeRun{id: "a" + id, variant: results.Variant{"pm": "a", "cc": v.at}, dur: 2 * time.Second, rate: constant(5 * v.ratio), rtts: []time.Duration{time.Millisecond}},
+				fakeRun{id: "b" + id, variant: results.Variant{"pm": "b", "cc": v.at}, dur: 2 * time.Second, rate: constant(5), rtts: []time.Duration{time.Millisecond}})
+		}
+	}
+	list := parseClaims(t, `
+- {id: all, figure: F, metric: goodput, of: {pm: a}, over: {pm: b}, each: cc, range: [1.5, null]}
+- {id: any, figure: F, metric: goodput, of: {pm: a}, over: {pm: b}, each: cc, holds: any, range: [1.5, null]}
+- {id: third, figure: F, metric: goodput, of: {pm: a}, over: {pm: b}, each: cc, holds: 2/3, range: [1.5, null]}
+`, Dimensions{"pm": {"a", "b"}, "cc": {"x", "y", "z"}})
+	rs := Evaluate(fakeResults(runs...), list)
+	for i, want := range []Verdict{Fail, Pass, Pass} {
+		if rs[i].Verdict != want || rs[i].Value == nil || !near(*rs[i].Value, 2.0/3, 1e-9) {
+			t.Errorf("%s: %s %s (%s), want %s at 2/3", rs[i].ID, rs[i].Verdict, rs[i].ValueText(), rs[i].Reason, want)
+		}
+	}
+	if r := rs[0].Reason; !strings.Contains(r, "2 of 3 values of cc passed") || !strings.Contains(r, "y 1.00 FAIL") {
+		t.Errorf("reason %q", r)
+	}
+	var list2 []Claim
+	if err := yaml.Unmarshal([]byte(`[{id: h, figure: F, metric: goodput, each: cc, holds: most, range: [1, 2]}]`), &list2); err != nil {
+		t.Fatal(err)
+	}
+	if errs := Validate("claims", list2, Dimensions{"cc": {"x"}}, nil); !strings.Contains(errs.Error(), `claims[0].holds: "most" is all, any or a share`) {
+		t.Errorf("errors %v", errs)
+	}
+}
