@@ -1,50 +1,23 @@
 package lab
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/amptcp/amptcp/lab/scenario"
 )
 
 // TestUnavailableVariants: a variant whose congestion control, MPTCP
 // scheduler or binding this machine lacks is skipped with the reason,
 // naming what the kernel has; the others run.
 func TestUnavailableVariants(t *testing.T) {
-	dir := t.TempDir()
-	top := `name: avail
-nodes:
-  - {name: client, role: host}
-  - {name: server, role: host}
-  - {name: xtra, role: xtr, site: a}
-  - {name: xtrb, role: xtr, site: b}
-  - {name: ms, role: ms}
-sites: [{name: a}, {name: b}]
-links:
-  - {ends: [client, xtra]}
-  - {ends: [server, xtrb]}
-  - {name: p, ends: [xtra, xtrb], rate: 10Mbit}
-  - {ends: [xtrb, ms]}
-`
-	exp := `name: avail
+	s := loadRunScenario(t, "avail", `name: NAME
 topology: lab.yaml
 flows: [{name: f, from: client, to: server, kind: saturated, duration: 1s}]
 variants:
   cc: [cubic, amp_olia]
   scheduler: [default, redundant]
   binding: [stateless, stateful]
-`
-	for name, text := range map[string]string{"lab.yaml": top, "exp.yaml": exp} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	s, err := scenario.Load(filepath.Join(dir, "exp.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
+`)
+	dir := t.TempDir()
 	k := kernelOffers{ccs: []string{"reno", "cubic", "bbr"}, schedulers: []string{"default"}}
 	got := map[string]string{}
 	for _, v := range s.Variants.Matrix() {

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"time"
 
 	"github.com/amptcp/amptcp/internal/netns"
+	"github.com/amptcp/amptcp/lab/linkemu"
 	"github.com/amptcp/amptcp/lab/results"
 	"github.com/amptcp/amptcp/lab/scenario"
 	"github.com/amptcp/amptcp/lab/topo"
@@ -48,20 +50,7 @@ func calibrateOne(ctx context.Context, s *scenario.Scenario, c scenario.Calibrat
 	target, _ := topo.ParseRate(c.Target)
 	r := results.Calibration{Link: c.Link, Direction: c.Direction, Param: c.Param, Target: target, Figure: c.Figure, Tolerance: c.Tolerance, Steps: []results.CalibrationStep{}}
 	lo, hi, _ := c.Bounds() // validated
-	err := func() (err error) {
-		t := s.TopologyFor(nil)
-		if _, err := Up(ctx, t, s.TopologyPath, opts.Lab); err != nil {
-			return fmt.Errorf("up: %w", err)
-		}
-		defer func() {
-			if derr := Down(t.Name, opts.Lab); derr != nil {
-				err = errors.Join(err, fmt.Errorf("down: %w", derr))
-			}
-		}()
-		plan, err := topo.Compile(t, opts.Lab.dir(t.Name))
-		if err != nil {
-			return err
-		}
+	err := withLab(ctx, s.TopologyFor(nil), s.TopologyPath, opts.Lab, func(plan *topo.Plan) error {
 		links, err := OpenLinks(plan.Name, opts.Lab)
 		if err != nil {
 			return err
@@ -85,9 +74,22 @@ func calibrateOne(ctx context.Context, s *scenario.Scenario, c scenario.Calibrat
 			}
 			st := results.CalibrationStep{Value: v}
 			for range c.Runs {
+				before, err := links.Stats()
+				if err != nil {
+					return err
+				}
 				g, err := calibrationFlow(ctx, plan, p)
 				if err != nil {
 					return err
+				}
+				after, err := links.Stats()
+				if err != nil {
+					return err
+				}
+				// The flow must have crossed the link it calibrates.
+				bytes := g * p.Duration.Seconds() / 8
+				if !carried(before, after, c.Link, c.Direction, bytes/2) {
+					return fmt.Errorf("the calibration flow's data did not cross link %s: give its from-link and to-link so that it does", c.Link)
 				}
 				st.Goodput = append(st.Goodput, g)
 				st.Mean += g / float64(c.Runs)
@@ -110,11 +112,18 @@ func calibrateOne(ctx context.Context, s *scenario.Scenario, c scenario.Calibrat
 			}
 		}
 		return nil
-	}()
+	})
 	if err != nil {
 		r.Error = err.Error()
 	}
 	return r
+}
+
+// carried says whether the link, in that direction (either for ""),
+// took at least bytes between two snapshots of the counters.
+func carried(before, after map[string]linkemu.Stats, link, direction string, bytes float64) bool {
+	return slices.ContainsFunc(crossed(before, after, func(_, b uint64) bool { return float64(b) >= bytes }),
+		func(d linkDir) bool { return d.link == link && (direction == "" || d.dir.String() == direction) })
 }
 
 // calibrationFlow runs the calibration's flow once, a saturated TCP flow
@@ -126,13 +135,32 @@ func calibrationFlow(ctx context.Context, plan *topo.Plan, p scenario.Planned) (
 	if p.Direction == "download" {
 		f.Direction = traffic.Download
 	}
+	_, recs, err := oneFlow(ctx, plan, e, f, "0.0.0.0:"+strconv.Itoa(p.Port), e.server(plan, p.Port), nil)
+	if err != nil {
+		return 0, err
+	}
+	for _, f := range results.Flows(recs) {
+		if g := f.Goodput(); g > 0 {
+			return g, nil
+		}
+	}
+	return 0, errors.New("the calibration flow reported no goodput")
+}
+
+// oneFlow runs one stream flow between two hosts that are up: its
+// server on listen in the receiving end's namespace, its client dialing
+// addr from the other's. onStart, if not nil, is called once the client
+// has connected, and what it returns once the flow ended. It returns the
+// client's result and the records of both ends, the server's last one
+// included.
+func oneFlow(ctx context.Context, plan *topo.Plan, e ends, f traffic.Flow, listen, addr string, onStart func(time.Time) func()) (traffic.Result, []traffic.Record, error) {
 	var srv *traffic.Server
-	err := (&netns.NS{Name: plan.Node(p.To).Namespace}).Do(func() (err error) {
-		srv, err = traffic.Listen("0.0.0.0:"+strconv.Itoa(p.Port), traffic.ListenOptions{Protocol: traffic.TCP})
+	err := (&netns.NS{Name: plan.Node(e.to).Namespace}).Do(func() (err error) {
+		srv, err = traffic.Listen(listen, traffic.ListenOptions{Protocol: f.Protocol})
 		return err
 	})
 	if err != nil {
-		return 0, err
+		return traffic.Result{}, nil, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, f.Duration+time.Minute)
 	defer cancel()
@@ -147,23 +175,27 @@ func calibrationFlow(ctx context.Context, plan *topo.Plan, p scenario.Planned) (
 		<-served
 	}()
 	var st *traffic.Stream
-	err = (&netns.NS{Name: plan.Node(p.From).Namespace}).Do(func() (err error) {
-		st, err = traffic.Dial(ctx, f, e.server(plan, p.Port))
+	start := time.Now()
+	err = (&netns.NS{Name: plan.Node(e.from).Namespace}).Do(func() (err error) {
+		st, err = traffic.Dial(ctx, f, addr)
 		return err
 	})
 	if err != nil {
-		return 0, err
+		return traffic.Result{}, nil, err
 	}
-	if _, err := st.Run(ctx, rec); err != nil {
-		return 0, err
+	ended := func() {}
+	if onStart != nil {
+		ended = onStart(start)
 	}
+	res, err := st.Run(ctx, rec)
+	st.Close()
+	ended()
+	if err != nil {
+		return res, nil, err
+	}
+	// The server's last record may still be on its way.
 	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline) && len(srv.Results()) == 0; {
 		time.Sleep(10 * time.Millisecond)
 	}
-	for _, f := range results.Flows(rec.Records()) {
-		if g := f.Goodput(); g > 0 {
-			return g, nil
-		}
-	}
-	return 0, errors.New("the calibration flow reported no goodput")
+	return res, rec.Records(), nil
 }

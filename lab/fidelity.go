@@ -482,52 +482,21 @@ func singleFlow(ctx context.Context, plan *topo.Plan, links LinkControl, e ends,
 	fm.skip, fm.end = rateWindow(rtt)
 	f := traffic.Flow{ID: "fidelity", Kind: traffic.Saturate, Protocol: traffic.TCP,
 		CongestionControl: "cubic", Duration: fm.end, Local: e.client(plan)}
-	var srv *traffic.Server
-	err := (&netns.NS{Name: plan.Node(e.to).Namespace}).Do(func() (err error) {
-		srv, err = traffic.Listen(addr, traffic.ListenOptions{Protocol: traffic.TCP})
-		return err
+	var snapErr error
+	res, recs, err := oneFlow(ctx, plan, e, f, addr, addr, func(start time.Time) func() {
+		snapped, stop := make(chan error, 1), make(chan struct{})
+		go func() { snapped <- fm.snapshots(links, start, stop) }()
+		return func() {
+			close(stop)
+			snapErr = <-snapped
+		}
 	})
-	if err != nil {
-		return nil, err
-	}
-	rec := &traffic.Collector{}
-	ctx, cancel := context.WithTimeout(ctx, fm.end+10*time.Second)
-	defer cancel()
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		srv.Serve(ctx, rec)
-	}()
-	defer func() {
-		srv.Close()
-		<-served
-	}()
-	var st *traffic.Stream
-	start := time.Now()
-	err = (&netns.NS{Name: plan.Node(e.from).Namespace}).Do(func() (err error) {
-		st, err = traffic.Dial(ctx, f, addr)
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	snapped := make(chan error, 1)
-	stop := make(chan struct{})
-	go func() { snapped <- fm.snapshots(links, start, stop) }()
-	res, err := st.Run(ctx, rec)
-	st.Close()
-	close(stop)
-	if serr := <-snapped; err == nil && serr != nil {
-		err = fmt.Errorf("read the links' counters: %w", serr)
+	if err == nil && snapErr != nil {
+		err = fmt.Errorf("read the links' counters: %w", snapErr)
 	}
 	if err != nil {
 		return nil, err
 	}
-	// The receiver's last record may still be on its way.
-	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline) && len(srv.Results()) == 0; {
-		time.Sleep(10 * time.Millisecond)
-	}
-	recs := rec.Records()
 	var pts []point
 	for _, r := range recs {
 		switch since := r.Time.Sub(res.Start); {

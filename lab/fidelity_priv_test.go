@@ -111,9 +111,8 @@ func loadRunScenario(t *testing.T, name, exp string) *scenario.Scenario {
 // measured 1.5 s by up to 6 % either way, so that the check flagged runs
 // whose link was right (3 of 8 in a `make demo`). The link's own
 // delivery is what the check now judges: every measurement within 3 %
-// of the configured rate (it held within 1 % with the emulator's p99
-// lateness at 20 ms on a loaded machine), but for flows during which the
-// machine held the emulator up for 50 ms and more.
+// of the configured rate, but for flows during which the machine held
+// the emulator up (a p99 lateness above 10 times its limit).
 func TestSingleFlowRateOnADropTailQueue(t *testing.T) {
 	testenv.RequireRoot(t)
 	name := testenv.Prefix + "-rate"
@@ -159,8 +158,8 @@ func TestSingleFlowRateOnADropTailQueue(t *testing.T) {
 		if math.Abs(fm.goodput-want) > RateTolerance*want {
 			receiverMissed++
 		}
-		if late > 100*LatenessLimit {
-			continue // the machine, not the check
+		if late > 10*LatenessLimit {
+			continue // the machine held the emulator up: not the check's to judge
 		}
 		measured++
 		if math.Abs(got-want) > RateTolerance*want {

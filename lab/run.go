@@ -194,6 +194,24 @@ func uname() string {
 		unix.ByteSliceToString(u.Version[:]), unix.ByteSliceToString(u.Machine[:])}, " ")
 }
 
+// withLab brings a lab of t up, calls fn with its plan, and takes it
+// down, whatever happened.
+func withLab(ctx context.Context, t *topo.Topology, path string, opts Options, fn func(*topo.Plan) error) (err error) {
+	if _, err := Up(ctx, t, path, opts); err != nil {
+		return fmt.Errorf("up: %w", err)
+	}
+	defer func() {
+		if derr := Down(t.Name, opts); derr != nil {
+			err = errors.Join(err, fmt.Errorf("down: %w", derr))
+		}
+	}()
+	plan, err := topo.Compile(t, opts.dir(t.Name))
+	if err != nil {
+		return err
+	}
+	return fn(plan)
+}
+
 // runOne brings the variant's lab up, runs the flows and the events, and
 // takes the lab down, whatever happened.
 func runOne(ctx context.Context, s *scenario.Scenario, run scenario.Run, opts RunOptions, rec traffic.Recorder) results.Run {
@@ -203,27 +221,15 @@ func runOne(ctx context.Context, s *scenario.Scenario, run scenario.Run, opts Ru
 	if to, ok := opts.observer().(TopologyObserver); ok {
 		to.TopologyStarted(t)
 	}
-	err := func() (err error) {
-		if _, err := Up(ctx, t, s.TopologyPath, opts.Lab); err != nil {
-			return fmt.Errorf("up: %w", err)
-		}
-		defer func() {
-			if derr := Down(t.Name, opts.Lab); derr != nil {
-				err = errors.Join(err, fmt.Errorf("down: %w", derr))
-			}
-		}()
-		plan, err := topo.Compile(t, opts.Lab.dir(t.Name))
-		if err != nil {
-			return err
-		}
+	err := withLab(ctx, t, s.TopologyPath, opts.Lab, func(plan *topo.Plan) error {
 		var fid *fidelityRun
 		if s.MeasuresFidelity() {
 			fid = startFidelity(ctx, plan, opts.Lab, s.Plan(run.Variant))
 		}
-		err = runFlows(ctx, s, run, plan, opts, rec, &e)
+		err := runFlows(ctx, s, run, plan, opts, rec, &e)
 		e.Fidelity = fid.finish()
 		return err
-	}()
+	})
 	if err != nil {
 		e.Error = err.Error()
 	}

@@ -11,6 +11,7 @@ package claims
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"regexp"
 	"slices"
@@ -434,11 +435,4 @@ func flowMatches(sel, flow string) bool {
 	return strings.HasSuffix(sel, "/") && strings.HasPrefix(flow, sel)
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
-}
+func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
