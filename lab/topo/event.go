@@ -13,10 +13,31 @@ import (
 // applies the event.
 func NewEvent(link, action, direction, rate, delay, loss, queue string) (Event, error) {
 	ev := Event{Link: link, Action: Action(action), Direction: direction, Rate: rate, Delay: delay, Queue: queue}
-	if loss != "" {
+	if ge, ok := strings.CutPrefix(loss, "ge:"); ok {
+		// Gilbert-Elliott: p,r[,h[,k]] with netem's meaning.
+		var v []*float64
+		for _, f := range strings.Split(ge, ",") {
+			x, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+			if err != nil {
+				return ev, fmt.Errorf("loss: %q is not ge:P,R[,H,K] (Gilbert-Elliott)", loss)
+			}
+			v = append(v, &x)
+		}
+		if len(v) < 2 || len(v) > 4 {
+			return ev, fmt.Errorf("loss: %q is not ge:P,R[,H,K] (Gilbert-Elliott)", loss)
+		}
+		g := &GilbertElliott{P: v[0], R: v[1]}
+		if len(v) > 2 {
+			g.H = v[2]
+		}
+		if len(v) > 3 {
+			g.K = v[3]
+		}
+		ev.Loss = &Loss{GilbertElliott: g}
+	} else if loss != "" {
 		p, err := strconv.ParseFloat(strings.TrimSuffix(loss, "%"), 64)
 		if err != nil {
-			return ev, fmt.Errorf("loss: %q is not a probability like 0.01 or 1%%", loss)
+			return ev, fmt.Errorf("loss: %q is not a probability like 0.01 or 1%%, or ge:P,R[,H,K]", loss)
 		}
 		if strings.HasSuffix(loss, "%") {
 			p /= 100

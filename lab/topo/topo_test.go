@@ -387,3 +387,26 @@ func TestSizes(t *testing.T) {
 		}
 	}
 }
+
+// TestNewEvent: the events people give, Bernoulli and Gilbert-Elliott
+// losses included, and what is wrong with theirs.
+func TestNewEvent(t *testing.T) {
+	ev, err := NewEvent("p1", "set", "a-to-b", "", "30ms", "ge:0.01,0.3", "")
+	if err != nil || ev.Loss == nil || ev.Loss.GilbertElliott == nil || *ev.Loss.GilbertElliott.P != 0.01 || *ev.Loss.GilbertElliott.R != 0.3 || ev.Loss.GilbertElliott.H != nil {
+		t.Fatalf("ge: %+v, %v", ev, err)
+	}
+	if m, err := ev.Loss.Model(); err != nil || m.Model != linkemu.GilbertElliott || m.LossBad != 1 {
+		t.Errorf("ge model %+v, %v", m, err)
+	}
+	if got := ev.Detail(); got != "a-to-b delay 30ms Gilbert-Elliott loss" {
+		t.Errorf("detail %q", got)
+	}
+	if ev, err := NewEvent("p1", "set", "", "", "", "2%", ""); err != nil || *ev.Loss.Bernoulli != 0.02 || ev.Detail() != "loss 2%" {
+		t.Errorf("2%%: %+v, %v", ev, err)
+	}
+	for _, bad := range [][2]string{{"set", "ge:0.1"}, {"set", "lots"}, {"explode", ""}, {"down", "1%"}} {
+		if _, err := NewEvent("p1", bad[0], "", "", "", bad[1], ""); err == nil {
+			t.Errorf("%s with loss %q: no error", bad[0], bad[1])
+		}
+	}
+}
