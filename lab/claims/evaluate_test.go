@@ -205,7 +205,7 @@ func TestEvaluateFailureMetrics(t *testing.T) {
 - {id: reaction, figure: Fig. 6, metric: reaction, range: [0.45, 0.55]}
 - {id: repair, figure: Fig. 6, metric: repair, range: [0.25, 0.4]}
 - {id: spread, figure: Fig. 6, metric: rtt-spread, range: [39.9, 40.1]}
-- {id: slowest, figure: Fig. 9, metric: slowest-share, range: [0.5, 0.6]}
+- {id: high, figure: Fig. 9, metric: high-rtt-share, range: [0.5, 0.6]}
 - {id: rtos, figure: Fig. 4, metric: rtos, compare: share, where: [1, null], range: [1, 1]}
 - {id: subflows, figure: Fig. 4, metric: subflows, range: [2, 2]}
 - {id: jitter, figure: Fig. 8, metric: jitter, range: [2, 2]}

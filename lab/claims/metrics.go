@@ -57,9 +57,9 @@ var metrics = map[string]metric{
 			d, ok := results.RTTSpread(v.subflows[f.ID])
 			return ms(d), ok
 		}},
-	"slowest-share": {unit: "share", kinds: streams,
-		about:   "the share of the flow's acknowledged bytes that its subflow of the highest median RTT carried",
-		measure: slowestShare},
+	"high-rtt-share": {unit: "share", kinds: streams,
+		about:   "the share of the flow's acknowledged bytes that its subflows of a median RTT above 1.5 times the fastest's carried",
+		measure: highRTTShare},
 	"subflows": {unit: "subflows", kinds: streams,
 		about: "the most subflows the connection had at once",
 		measure: func(_ *runView, f *results.Flow, _ Window) (float64, bool) {
@@ -288,20 +288,31 @@ func rtos(v *runView, f *results.Flow, _ Window) (float64, bool) {
 	return float64(sum), len(ss) > 0
 }
 
-func slowestShare(v *runView, f *results.Flow, _ Window) (float64, bool) {
-	var total, slowBytes float64
-	var slowRTT time.Duration
-	for _, s := range v.subflows[f.ID] {
+// highRTTFactor: a subflow whose median RTT is above this many times
+// the fastest subflow's is on a high-RTT path ([LISP-TE]'s fourth ELP,
+// 307 ms against 115-120).
+const highRTTFactor = 1.5
+
+func highRTTShare(v *runView, f *results.Flow, _ Window) (float64, bool) {
+	ss := v.subflows[f.ID]
+	fastest := time.Duration(0)
+	for _, s := range ss {
+		if rtt, ok := s.MedianRTT(); ok && (fastest == 0 || rtt < fastest) {
+			fastest = rtt
+		}
+	}
+	var total, high float64
+	for _, s := range ss {
 		b := float64(last(s).BytesAcked)
 		total += b
-		if rtt, ok := s.MedianRTT(); ok && rtt > slowRTT {
-			slowRTT, slowBytes = rtt, b
+		if rtt, ok := s.MedianRTT(); ok && float64(rtt) > highRTTFactor*float64(fastest) {
+			high += b
 		}
 	}
 	if total == 0 {
 		return 0, false
 	}
-	return slowBytes / total, true
+	return high / total, true
 }
 
 // windowRatio is the goodput over one window over the goodput over
