@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -133,7 +134,7 @@ func TestUpDown(t *testing.T) {
 	// connection fall back to TCP (net.mptcp.syn_retrans_before_tcp_fallback).
 	// Several, from other ports, so that every path is resolved: as the
 	// runner warms a lab.
-	if err := warmPair(context.Background(), st.Prefix+"client", st.Prefix+"server", "10.2.0.2:5201"); err != nil {
+	if err := warmPair(context.Background(), st.Prefix+"client", st.Prefix+"server", netip.Addr{}, warmPortBase, "10.2.0.2:5201"); err != nil {
 		t.Fatal(err)
 	}
 	if err := transfer(st.Prefix+"client", st.Prefix+"server", "10.2.0.2:5201", 1<<20, false); err != nil {

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/amptcp/amptcp/internal/netns"
@@ -245,36 +247,56 @@ func (sv *servers) stop() {
 }
 
 // warmConnections is how many connections warm a pair of hosts: each
-// from another source port, so that the flows hashed (or port-summed)
-// onto each path get an RTR on it to resolve the sites too.
-const warmConnections = 8
+// from another source port, consecutive from warmPortBase, so that their
+// port sums fall on every path of a port-sum xTR (up to 8) and the flows
+// put on each path find its RTRs' caches warm too. (Ports the kernel
+// chose were all even, and so were their sums with port 5000: every
+// warm-up took the first path, and a flow of an odd sum found the other
+// path's RTR cold and its first SYN dropped.)
+// Each pair's exchanges take the next block of ports, the blocks going
+// round warmBlocks: a block used again within a minute would find its
+// ports in TIME_WAIT.
+const (
+	warmConnections = 8
+	warmPortBase    = 4100
+	warmBlocks      = 100
+)
+
+// warmBlock counts the blocks of ports taken.
+var warmBlock atomic.Uint32
 
 // warm opens plain TCP connections between the two hosts of each flow
-// and exchanges a byte on each: their SYNs and SYN-ACKs, lost to the
-// map-cache misses of the xTRs and RTRs, are retransmitted until the
-// caches hold both sites; an MPTCP connection whose SYN is lost twice
-// would fall back to TCP.
+// (from the client's address of the flow) and exchanges a byte on each:
+// their SYNs and SYN-ACKs, lost to the map-cache misses of the xTRs and
+// RTRs, are retransmitted until the caches hold both sites; an MPTCP
+// connection whose SYN is lost twice would fall back to TCP.
 func warm(ctx context.Context, plan *topo.Plan, flows []scenario.Planned) error {
-	done := map[[2]string]bool{}
+	done := map[ends]bool{}
 	for _, f := range flows {
-		pair := [2]string{f.From, f.To}
-		if done[pair] {
+		e := flowEnds(f, false)
+		if done[e] {
 			continue
 		}
-		done[pair] = true
-		addr := flowEnds(f, false).server(plan, scenario.WarmupPort)
-		if err := warmPair(ctx, plan.Node(f.From).Namespace, plan.Node(f.To).Namespace, addr); err != nil {
+		port := warmPortBase + int(warmBlock.Add(1)%warmBlocks)*warmConnections
+		done[e] = true
+		addr := e.server(plan, scenario.WarmupPort)
+		if err := warmPair(ctx, plan.Node(f.From).Namespace, plan.Node(f.To).Namespace, e.client(plan), port, addr); err != nil {
 			return fmt.Errorf("%s to %s: %w", f.From, f.To, err)
 		}
 	}
 	return nil
 }
 
-// warmPair warms the paths from a client's namespace to a server's
-// address in another: warmConnections exchanges.
-func warmPair(ctx context.Context, clientNS, serverNS, addr string) error {
-	for range warmConnections {
-		if err := exchange(ctx, clientNS, serverNS, addr); err != nil {
+// warmPair warms the paths from a client's namespace (from its address
+// local, any when not valid) to a server's address in another:
+// warmConnections exchanges from consecutive ports from port.
+func warmPair(ctx context.Context, clientNS, serverNS string, local netip.Addr, port int, addr string) error {
+	for i := range warmConnections {
+		from := &net.TCPAddr{Port: port + i}
+		if local.IsValid() {
+			from.IP = local.AsSlice()
+		}
+		if err := exchange(ctx, clientNS, serverNS, from, addr); err != nil {
 			return err
 		}
 	}
@@ -283,7 +305,7 @@ func warmPair(ctx context.Context, clientNS, serverNS, addr string) error {
 
 // exchange sends a byte from a client in one namespace to a server in
 // another, which sends it back.
-func exchange(ctx context.Context, clientNS, serverNS, addr string) error {
+func exchange(ctx context.Context, clientNS, serverNS string, from *net.TCPAddr, addr string) error {
 	var ln net.Listener
 	err := (&netns.NS{Name: serverNS}).Do(func() (err error) {
 		ln, err = (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
@@ -312,7 +334,7 @@ func exchange(ctx context.Context, clientNS, serverNS, addr string) error {
 	defer cancel()
 	var c net.Conn
 	err = (&netns.NS{Name: clientNS}).Do(func() (err error) {
-		c, err = (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+		c, err = (&net.Dialer{LocalAddr: from}).DialContext(ctx, "tcp", addr)
 		return err
 	})
 	if err != nil {
