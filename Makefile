@@ -4,8 +4,9 @@ GO ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/amptcp/amptcp/internal/buildinfo.Version=$(VERSION)
 FUZZTIME ?= 1m
+FULL ?= 0
 
-.PHONY: help build demo test test-long deps generate lint unit fuzz-smoke fuzz bench clean
+.PHONY: help build demo reproduce test test-long deps generate lint unit fuzz-smoke fuzz bench clean
 
 help: ## list the targets
 	@awk -F':.*## ' '/^[a-z-]+:.*## /{printf "  %-11s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -17,6 +18,9 @@ demo: deps build ## the A-MPTCP paper's cloud-access experiment in the lab (a fe
 	@out=results/demo-$$(date +%Y%m%d-%H%M%S); \
 	  bin/amptcp lab run -o $$out docs/scenarios/cloud-access.yaml; rc=$$?; \
 	  if [[ -s $$out/runs.jsonl ]]; then bin/amptcp lab report $$out || rc=1; fi; exit $$rc
+
+reproduce: deps build ## every paper's experiments in the lab, short versions (FULL=1: the papers' own, days), and their claims table
+	@FULL=$(FULL) scripts/reproduce.sh
 
 test: deps lint unit fuzz-smoke ## install what is missing, lint, run every test (privileged ones as root), fuzz briefly
 

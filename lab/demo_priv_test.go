@@ -23,6 +23,8 @@ func TestDemoScenario(t *testing.T) {
 			{`(?m)^sizes: .*$`, "sizes: [256KiB, 2MiB]"},
 			{`(?m)^repetitions: .*$`, "repetitions: 1"},
 			{`(?m)^timeout: .*$`, "timeout: 30s"},
+			// Its claims, on the sizes left.
+			{`(?m)flow: file/\d+MiB$`, "flow: file/2MiB"},
 		},
 	})
 	res, _ := runTestScenario(t, s, "cloud-access.yaml")

@@ -3,6 +3,7 @@ package lab
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -78,7 +79,7 @@ func TestDeployment(t *testing.T) {
 	})
 
 	t.Run("an MPTCP transfer across organisations", func(t *testing.T) {
-		if err := warmPair(context.Background(), st.Prefix+"client", st.Prefix+"server", "10.2.0.2:5201"); err != nil {
+		if err := warmPair(context.Background(), st.Prefix+"client", st.Prefix+"server", netip.Addr{}, nextWarmPorts(), "10.2.0.2:5201"); err != nil {
 			t.Fatal(err)
 		}
 		if err := transfer(st.Prefix+"client", st.Prefix+"server", "10.2.0.2:5201", 4<<20, true); err != nil {

@@ -32,7 +32,7 @@ func docExperiment(t *testing.T, name string, edits [][2]string) *scenario.Scena
 		switch {
 		case strings.Contains(m[1], "\nnodes:"):
 			topology = m[1]
-		case strings.Contains(m[1], "\nflows:"):
+		case strings.Contains(m[1], "\nflows:") && experiment == "": // the first; Claims' is the second
 			experiment = m[1]
 		}
 	}

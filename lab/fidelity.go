@@ -38,7 +38,8 @@ const (
 	fidelityProbeGap = 5 * time.Millisecond
 	probeTimeout     = time.Second
 	// The single flow saturates the path for rateDuration; the goodput
-	// counts from rateSkip on, after slow start.
+	// counts from rateSkip on, after slow start. On a long path both
+	// are longer (rateWindow): slow start takes more round trips.
 	rateDuration = 2 * time.Second
 	rateSkip     = 500 * time.Millisecond
 	// fidelityPort serves the probes (UDP) and the single flow (TCP):
@@ -54,7 +55,7 @@ type linkDir struct {
 
 func (d linkDir) String() string { return d.link + " " + d.dir.String() }
 
-// MeasurePaths measures the emulated path of each pair of hosts, one
+// measurePaths measures the emulated path of each pair of hosts, one
 // pair after the other, in a lab that is up and whose map-caches hold
 // both hosts' sites (a first exchange between them is lost to the
 // misses): the idle RTT from the first host to the second and back, and
@@ -65,16 +66,16 @@ func (d linkDir) String() string { return d.link + " " + d.dir.String() }
 // links' counters say which was; a pair whose probes crossed no
 // emulated link has no path in the result. The Fidelity's LatenessP99 is
 // left for Lateness to fill in after the run.
-func MeasurePaths(ctx context.Context, plan *topo.Plan, links LinkControl, pairs [][2]string) *results.Fidelity {
+func measurePaths(ctx context.Context, plan *topo.Plan, links LinkControl, pairs []ends) *results.Fidelity {
 	fid := &results.Fidelity{OK: true, Paths: []results.PathFidelity{}}
 	var errs []error
 	for _, p := range pairs {
-		pf, err := measurePath(ctx, plan, links, p[0], p[1])
+		pf, err := measurePath(ctx, plan, links, p)
 		if errors.Is(err, errNotEmulated) {
 			continue
 		}
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s to %s: %w", p[0], p[1], err))
+			errs = append(errs, fmt.Errorf("%s: %w", p, err))
 		}
 		fid.Paths = append(fid.Paths, pf)
 		fid.OK = fid.OK && pf.OK
@@ -91,9 +92,9 @@ var errNotEmulated = errors.New("no emulated link on the path")
 
 // measurePath measures the path from one host to another; an error
 // leaves the path not OK with what it measured so far.
-func measurePath(ctx context.Context, plan *topo.Plan, links LinkControl, from, to string) (results.PathFidelity, error) {
-	pf := results.PathFidelity{Name: from + ">" + to}
-	rtt, used, s0, s1, err := probeLinks(ctx, plan, links, from, to)
+func measurePath(ctx context.Context, plan *topo.Plan, links LinkControl, e ends) (results.PathFidelity, error) {
+	pf := results.PathFidelity{Name: e.String()}
+	rtt, _, used, s0, s1, err := probeLinks(ctx, plan, links, e)
 	if err != nil {
 		return pf, fmt.Errorf("rtt: %w", err)
 	}
@@ -102,42 +103,60 @@ func measurePath(ctx context.Context, plan *topo.Plan, links LinkControl, from, 
 	}
 	pf.RTT = rtt
 	pf.RTTWant = wantRTT(plan, s0, s1, used)
-	if pf.RTTBase, err = baselineRTT(ctx, plan, links, from, to, used); err != nil {
+	if pf.RTTBase, err = baselineRTT(ctx, plan, links, e, used); err != nil {
 		pf.Name += " via " + pathName(used)
 		return pf, fmt.Errorf("rtt without the delays: %w", err)
 	}
 
-	goodput, mss, err := singleFlow(ctx, plan, from, to)
+	flow, err := singleFlow(ctx, plan, links, e, rtt)
 	if err != nil {
 		pf.Name += " via " + pathName(used)
 		return pf, fmt.Errorf("rate: %w", err)
 	}
-	s2, err := links.Stats()
-	if err != nil {
-		return pf, err
-	}
 	// The flow's data crossed the links that carried most of its
 	// bytes (the ACKs, the other way, are a few percent of them).
-	total := goodput * (rateDuration - rateSkip).Seconds() / 8
-	data := crossed(s1, s2, func(_, bytes uint64) bool { return float64(bytes) >= total/2 })
+	first, last := flow.snaps[0].stats, flow.snaps[len(flow.snaps)-1].stats
+	total := flow.goodput * (flow.end - flow.skip).Seconds() / 8
+	data := crossed(first, last, func(_, bytes uint64) bool { return float64(bytes) >= total/2 })
 	pf.Name += " via " + pathName(used)
 	if !subset(data, used) {
 		// The flow took other links than the echoes (the xTRs hash a
 		// flow's ports): its rate is theirs.
 		pf.Name += "; its data via " + pathName(data)
 	}
-	pf.Rate = goodput
-	pf.RateWant = wantRate(plan, s1, s2, data, mss)
-
+	pf.Goodput = flow.goodput
+	pf.RateWant = wantRate(plan, first, last, data, flow.mss)
+	pf.Rate = linkRate(plan, flow, data)
 	tol := max(RTTTolerance, time.Duration(RTTToleranceShare*float64(pf.RTTWant)))
 	// The links must add their delays to what the path costs without
 	// them (the baseline, which holds the serialization too).
 	rttOK := (pf.RTT - pf.RTTBase - delays(plan, used)).Abs() <= tol
-	// A single flow cannot be asked to fill a lossy path: there the rate
-	// is recorded, and only the RTT decides.
-	rateOK := lossy(plan, data) || math.Abs(pf.Rate-pf.RateWant) <= RateTolerance*pf.RateWant
+	// A single flow cannot be asked to fill a lossy path, nor one whose
+	// bottleneck queue holds less than its bandwidth-delay product (after
+	// a loss its window falls below the pipe, and on a long path it takes
+	// seconds to grow back): there the rate is recorded, and only the RTT
+	// decides.
+	pf.RateNote = unjudgedRate(plan, data, pf.RTT)
+	rateOK := pf.RateNote != "" || math.Abs(pf.Rate-pf.RateWant) <= RateTolerance*pf.RateWant
 	pf.OK = rttOK && rateOK && len(data) > 0
 	return pf, nil
+}
+
+// unjudgedRate says why a single flow's rate on the data's links is not
+// judged, or "" when it is.
+func unjudgedRate(plan *topo.Plan, data []linkDir, rtt time.Duration) string {
+	if lossy(plan, data) {
+		return "not judged: the path loses frames"
+	}
+	d, rate, ok := bottleneck(plan, data)
+	if !ok {
+		return ""
+	}
+	p, _ := linkParams(plan, d.link)
+	if bdp := rate / 8 * rtt.Seconds(); float64(p.QueueBytes) < bdp {
+		return fmt.Sprintf("not judged: %s's queue (%d KB) is below the path's bandwidth-delay product (%.0f KB)", d, p.QueueBytes/1000, bdp/1000)
+	}
+	return ""
 }
 
 // crossed returns the link directions whose frames-in and bytes-in grew
@@ -193,9 +212,12 @@ func linkParams(plan *topo.Plan, name string) (linkemu.Params, bool) {
 // directions set to zero, and puts them back: what the hosts' stacks, the
 // TAP crossings, the xTRs' data planes and the serialization cost, which
 // the emulated delays come on top of (0.5 to 1.5 ms on the demo's path
-// on this machine, more than the tolerance). The probes must cross the
-// same link directions as before (they go from the same port).
-func baselineRTT(ctx context.Context, plan *topo.Plan, links LinkControl, from, to string, used []linkDir) (base time.Duration, err error) {
+// on this machine, more than the tolerance). It is the fastest of the
+// probes: the path's own cost, which a loaded machine only adds to (the
+// median of a burst of late wake-ups, 2.5 ms where the path costs 0.5,
+// flagged right paths as faster than their delays). The probes must
+// cross the same link directions as before (they go from the same port).
+func baselineRTT(ctx context.Context, plan *topo.Plan, links LinkControl, e ends, used []linkDir) (base time.Duration, err error) {
 	var zeroed []linkDir
 	defer func() {
 		for _, d := range zeroed {
@@ -212,26 +234,26 @@ func baselineRTT(ctx context.Context, plan *topo.Plan, links LinkControl, from, 
 		}
 		zeroed = append(zeroed, d)
 	}
-	rtt, got, _, _, err := probeLinks(ctx, plan, links, from, to)
+	_, fastest, got, _, _, err := probeLinks(ctx, plan, links, e)
 	if err != nil {
 		return 0, err
 	}
 	if !slices.Equal(got, used) {
 		return 0, fmt.Errorf("the probes crossed %s, before %s", pathName(got), pathName(used))
 	}
-	return rtt, nil
+	return fastest, nil
 }
 
-// probeLinks measures the RTT from one host to the other (probeRTT) and
-// the link directions the probes crossed: every answered probe crossed
-// each link of the way there and back. It returns the links' counters
-// before and after too.
-func probeLinks(ctx context.Context, plan *topo.Plan, links LinkControl, from, to string) (
-	rtt time.Duration, used []linkDir, before, after map[string]linkemu.Stats, err error) {
+// probeLinks measures the RTT from one host to the other (probeRTT: the
+// median and the fastest) and the link directions the probes crossed:
+// every answered probe crossed each link of the way there and back. It
+// returns the links' counters before and after too.
+func probeLinks(ctx context.Context, plan *topo.Plan, links LinkControl, e ends) (
+	rtt, fastest time.Duration, used []linkDir, before, after map[string]linkemu.Stats, err error) {
 	if before, err = links.Stats(); err != nil {
 		return
 	}
-	rtt, answered, err := probeRTT(ctx, plan, from, to)
+	rtt, fastest, answered, err := probeRTT(ctx, plan, e)
 	if err != nil {
 		return
 	}
@@ -279,28 +301,73 @@ func wantRTT(plan *topo.Plan, before, after map[string]linkemu.Stats, used []lin
 	return want
 }
 
-// wantRate is the goodput a single flow should reach on the data's
-// links: the smallest rate, times the payload's share of that link's
-// frames (the MSS over the mean frame it delivered, which counts the
-// tunnels' headers where there are some).
-func wantRate(plan *topo.Plan, before, after map[string]linkemu.Stats, data []linkDir, mss int) float64 {
-	want := 0.0
+// bottleneck is the data's link direction with the smallest configured
+// rate, false when none has a rate.
+func bottleneck(plan *topo.Plan, data []linkDir) (linkDir, float64, bool) {
+	var best linkDir
+	rate := 0.0
 	for _, d := range data {
-		p, ok := linkParams(plan, d.link)
-		if !ok || p.Rate <= 0 {
-			continue
-		}
-		a, b := after[d.link], before[d.link]
-		da, db := a.Dir(d.dir), b.Dir(d.dir)
-		if da.Delivered == db.Delivered {
-			continue
-		}
-		frame := float64(da.DeliveredBytes-db.DeliveredBytes) / float64(da.Delivered-db.Delivered)
-		if r := p.Rate * min(1, float64(mss)/frame); want == 0 || r < want {
-			want = r
+		if p, ok := linkParams(plan, d.link); ok && p.Rate > 0 && (rate == 0 || p.Rate < rate) {
+			best, rate = d, p.Rate
 		}
 	}
-	return want
+	return best, rate, rate > 0
+}
+
+// payloadShare is the share of a link direction's delivered bytes that
+// was a flow's payload: the MSS over the mean frame it delivered between
+// two snapshots (which counts the tunnels' headers where there are some);
+// 1 when it delivered nothing.
+func payloadShare(before, after map[string]linkemu.Stats, d linkDir, mss int) float64 {
+	a, b := after[d.link], before[d.link]
+	da, db := a.Dir(d.dir), b.Dir(d.dir)
+	if da.Delivered == db.Delivered {
+		return 1
+	}
+	frame := float64(da.DeliveredBytes-db.DeliveredBytes) / float64(da.Delivered-db.Delivered)
+	return min(1, float64(mss)/frame)
+}
+
+// wantRate is the goodput a single flow should reach on the data's
+// links: the bottleneck's rate times the payload's share of its frames.
+func wantRate(plan *topo.Plan, before, after map[string]linkemu.Stats, data []linkDir, mss int) float64 {
+	d, rate, ok := bottleneck(plan, data)
+	if !ok {
+		return 0
+	}
+	return rate * payloadShare(before, after, d, mss)
+}
+
+// linkRate is the payload rate the data's bottleneck delivered while the
+// flow kept it busy: the slope of its delivered bytes, sampled every
+// linkSampleInterval from the end of slow start to the end of sending (rateWindow), times the
+// payload's share of its frames. The link's counters, not the
+// receiver's bytes: TCP hands the application its bytes in order, so
+// each drop-tail loss stalls the receiver for a round trip and then
+// bursts, which moved the receiver's rate over 1.5 s by 5 % either way
+// on a link that delivered its 4 Mbit/s to within 1 %.
+func linkRate(plan *topo.Plan, flow *flowMeasure, data []linkDir) float64 {
+	d, _, ok := bottleneck(plan, data)
+	if !ok {
+		return flow.goodput
+	}
+	var pts []point
+	var first, last map[string]linkemu.Stats
+	for _, sn := range flow.snaps {
+		if sn.at < flow.skip || sn.at > flow.end {
+			continue
+		}
+		if first == nil {
+			first = sn.stats
+		}
+		last = sn.stats
+		st := sn.stats[d.link]
+		pts = append(pts, point{sn.at.Seconds(), float64(st.Dir(d.dir).DeliveredBytes) * 8})
+	}
+	if len(pts) < 5 {
+		return flow.goodput
+	}
+	return slope(pts) * payloadShare(first, last, d, flow.mss)
 }
 
 // lossy reports whether any of the link directions loses frames.
@@ -314,17 +381,17 @@ func lossy(plan *topo.Plan, ds []linkDir) bool {
 }
 
 // probeRTT sends fidelityProbes UDP echoes from one host to an echo in
-// the other, one at a time, and returns the median RTT of those
-// answered and their number.
-func probeRTT(ctx context.Context, plan *topo.Plan, from, to string) (time.Duration, int, error) {
-	addr := serverAddr(plan, to, fidelityPort)
+// the other, one at a time, and returns the median and the smallest RTT
+// of those answered and their number.
+func probeRTT(ctx context.Context, plan *topo.Plan, e ends) (median, fastest time.Duration, answered int, err error) {
+	addr := e.server(plan, fidelityPort)
 	var echo net.PacketConn
-	err := (&netns.NS{Name: plan.Node(to).Namespace}).Do(func() (err error) {
+	err = (&netns.NS{Name: plan.Node(e.to).Namespace}).Do(func() (err error) {
 		echo, err = (&net.ListenConfig{}).ListenPacket(ctx, "udp4", addr)
 		return err
 	})
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	defer echo.Close()
 	go func() {
@@ -338,27 +405,31 @@ func probeRTT(ctx context.Context, plan *topo.Plan, from, to string) (time.Durat
 		}
 	}()
 	var c net.Conn
-	err = (&netns.NS{Name: plan.Node(from).Namespace}).Do(func() (err error) {
+	err = (&netns.NS{Name: plan.Node(e.from).Namespace}).Do(func() (err error) {
 		// From a fixed port, so that the xTRs choose the same path for
 		// every measurement.
-		d := net.Dialer{LocalAddr: &net.UDPAddr{Port: fidelityPort}}
+		local := &net.UDPAddr{Port: fidelityPort}
+		if a := e.client(plan); a.IsValid() {
+			local.IP = a.AsSlice()
+		}
+		d := net.Dialer{LocalAddr: local}
 		c, err = d.DialContext(ctx, "udp4", addr)
 		return err
 	})
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	defer c.Close()
 	var rtts []time.Duration
 	buf := make([]byte, 64)
 	for i := range fidelityProbes {
 		if ctx.Err() != nil {
-			return 0, 0, ctx.Err()
+			return 0, 0, 0, ctx.Err()
 		}
 		msg := fmt.Appendf(nil, "amptcp-fidelity %d", i)
 		sent := time.Now()
 		if _, err := c.Write(msg); err != nil {
-			return 0, 0, err
+			return 0, 0, 0, err
 		}
 		c.SetReadDeadline(sent.Add(probeTimeout))
 		for {
@@ -374,71 +445,107 @@ func probeRTT(ctx context.Context, plan *topo.Plan, from, to string) (time.Durat
 		time.Sleep(fidelityProbeGap)
 	}
 	if len(rtts) == 0 {
-		return 0, 0, fmt.Errorf("none of %d probes to %s answered", fidelityProbes, addr)
+		return 0, 0, 0, fmt.Errorf("none of %d probes to %s answered", fidelityProbes, addr)
 	}
 	slices.Sort(rtts)
-	return rtts[len(rtts)/2], len(rtts), nil
+	return rtts[len(rtts)/2], rtts[0], len(rtts), nil
+}
+
+// flowMeasure is what the single flow of a path measured: the
+// receiver's goodput (the slope of its bytes from skip to the end of
+// sending), the sender's MSS, and snapshots of the links' counters from
+// the flow's start to its end.
+type flowMeasure struct {
+	goodput   float64
+	mss       int
+	snaps     []linkSnapshot
+	skip, end time.Duration
+}
+
+// rateWindow is when a single flow's rate is measured on a path of that
+// RTT: from rateSkip, or 10 round trips (slow start on a long fat path),
+// for 1.5 s or 10 round trips more.
+func rateWindow(rtt time.Duration) (skip, end time.Duration) {
+	skip = max(rateSkip, 10*rtt)
+	return skip, skip + max(rateDuration-rateSkip, 10*rtt)
+}
+
+// linkSnapshot is the links' counters at a time since a flow started.
+type linkSnapshot struct {
+	at    time.Duration
+	stats map[string]linkemu.Stats
 }
 
 // singleFlow runs one saturated TCP flow with cubic from one host to the
-// other and returns the receiver's goodput between rateSkip and the end
-// of sending (bit/s), the slope of its samples, and the sender's MSS.
-func singleFlow(ctx context.Context, plan *topo.Plan, from, to string) (float64, int, error) {
-	addr := serverAddr(plan, to, fidelityPort)
+// other, on a path of that RTT, reading the links' counters every
+// linkSampleInterval meanwhile.
+func singleFlow(ctx context.Context, plan *topo.Plan, links LinkControl, e ends, rtt time.Duration) (*flowMeasure, error) {
+	addr := e.server(plan, fidelityPort)
+	fm := &flowMeasure{}
+	fm.skip, fm.end = rateWindow(rtt)
 	f := traffic.Flow{ID: "fidelity", Kind: traffic.Saturate, Protocol: traffic.TCP,
-		CongestionControl: "cubic", Duration: rateDuration}
-	var srv *traffic.Server
-	err := (&netns.NS{Name: plan.Node(to).Namespace}).Do(func() (err error) {
-		srv, err = traffic.Listen(addr, traffic.ListenOptions{Protocol: traffic.TCP})
-		return err
+		CongestionControl: "cubic", Duration: fm.end, Local: e.client(plan)}
+	var snapErr error
+	res, recs, err := oneFlow(ctx, plan, e, f, addr, addr, func(start time.Time) func() {
+		snapped, stop := make(chan error, 1), make(chan struct{})
+		go func() { snapped <- fm.snapshots(links, start, stop) }()
+		return func() {
+			close(stop)
+			snapErr = <-snapped
+		}
 	})
+	if err == nil && snapErr != nil {
+		err = fmt.Errorf("read the links' counters: %w", snapErr)
+	}
 	if err != nil {
-		return 0, 0, err
+		return nil, err
 	}
-	rec := &traffic.Collector{}
-	ctx, cancel := context.WithTimeout(ctx, rateDuration+10*time.Second)
-	defer cancel()
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		srv.Serve(ctx, rec)
-	}()
-	defer func() {
-		srv.Close()
-		<-served
-	}()
-	var st *traffic.Stream
-	err = (&netns.NS{Name: plan.Node(from).Namespace}).Do(func() (err error) {
-		st, err = traffic.Dial(ctx, f, addr)
-		return err
-	})
-	if err != nil {
-		return 0, 0, err
-	}
-	res, err := st.Run(ctx, rec)
-	st.Close()
-	if err != nil {
-		return 0, 0, err
-	}
-	// The receiver's last record may still be on its way.
-	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline) && len(srv.Results()) == 0; {
-		time.Sleep(10 * time.Millisecond)
-	}
-	recs := rec.Records()
 	var pts []point
-	mss := 0
 	for _, r := range recs {
 		switch since := r.Time.Sub(res.Start); {
-		case r.Kind == traffic.KindReceiver && since >= rateSkip && since <= rateDuration:
+		case r.Kind == traffic.KindReceiver && since >= fm.skip && since <= fm.end:
 			pts = append(pts, point{since.Seconds(), float64(r.BytesReceived) * 8})
 		case r.Kind == traffic.KindSubflow:
-			mss = max(mss, int(r.MSS))
+			fm.mss = max(fm.mss, int(r.MSS))
 		}
 	}
-	if len(pts) < 5 || mss == 0 {
-		return 0, 0, fmt.Errorf("the flow left %d samples between %v and %v (%d records)", len(pts), rateSkip, rateDuration, len(recs))
+	if len(pts) < 5 || fm.mss == 0 || len(fm.snaps) < 2 {
+		return nil, fmt.Errorf("the flow left %d samples between %v and %v (%d records, %d snapshots of the links)",
+			len(pts), fm.skip, fm.end, len(recs), len(fm.snaps))
 	}
-	return slope(pts), mss, nil
+	fm.goodput = slope(pts)
+	return fm, nil
+}
+
+// snapshots reads the links' counters every linkSampleInterval, and once
+// more when stop closes; each is timed from start, at the middle of its
+// round trip to the link daemon.
+func (fm *flowMeasure) snapshots(links LinkControl, start time.Time, stop <-chan struct{}) error {
+	tick := time.NewTicker(linkSampleInterval)
+	defer tick.Stop()
+	snap := func() error {
+		t0 := time.Now()
+		st, err := links.Stats()
+		if err != nil {
+			return err
+		}
+		at := t0.Add(time.Since(t0) / 2).Sub(start)
+		fm.snaps = append(fm.snaps, linkSnapshot{at: at, stats: st})
+		return nil
+	}
+	if err := snap(); err != nil {
+		return err
+	}
+	for {
+		select {
+		case <-tick.C:
+			if err := snap(); err != nil {
+				return err
+			}
+		case <-stop:
+			return snap()
+		}
+	}
 }
 
 type point struct{ x, y float64 }
@@ -539,17 +646,16 @@ func startFidelity(ctx context.Context, plan *topo.Plan, opts Options, flows []s
 	}
 	// Each pair in the direction of its data: a download's from its
 	// server to its client.
-	var pairs [][2]string
+	var pairs []ends
 	for _, f := range flows {
-		p := [2]string{f.From, f.To}
-		if f.Direction == "download" {
-			p = [2]string{f.To, f.From}
+		if f.Kind == scenario.KindBackground && len(flows) > 1 {
+			continue // UDP noise: the stream flows' paths are the experiment's
 		}
-		if !slices.Contains(pairs, p) {
+		if p := flowEnds(f, true); !slices.Contains(pairs, p) {
 			pairs = append(pairs, p)
 		}
 	}
-	fr.fid = MeasurePaths(ctx, plan, links, pairs)
+	fr.fid = measurePaths(ctx, plan, links, pairs)
 	if fr.before, err = links.Stats(); err != nil {
 		fr.fid.OK, fr.fid.Error = false, err.Error()
 	}

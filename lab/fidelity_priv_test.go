@@ -1,6 +1,8 @@
 package lab
 
 import (
+	"context"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -116,4 +118,70 @@ func loadRunScenario(t *testing.T, name, exp string) *scenario.Scenario {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// TestSingleFlowRateOnADropTailQueue measures the rate of [A-MPTCP]'s
+// 4 Mbit/s data-centre uplink (a 50 KB drop-tail queue, 40 ms of RTT,
+// the demo's lab) ten times. A single cubic flow loses a few frames to
+// the queue after slow start; its receiver then gets nothing for a round
+// trip and a burst after, which moved the receiver's goodput over the
+// measured 1.5 s by up to 6 % either way, so that the check flagged runs
+// whose link was right (3 of 8 in a `make demo`). The link's own
+// delivery is what the check now judges: every measurement within 3 %
+// of the configured rate, but for flows during which the machine held
+// the emulator up (a p99 lateness above 10 times its limit).
+func TestSingleFlowRateOnADropTailQueue(t *testing.T) {
+	testenv.RequireRoot(t)
+	name := testenv.Prefix + "-rate"
+	b, err := os.ReadFile("../docs/scenarios/cloud-access-topology.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	top, err := topo.Parse([]byte(strings.Replace(string(b), "name: cloud", "name: "+name, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := Options{Dir: t.TempDir(), Bin: bin}
+	cleanupLab(t, name, opts)
+	ctx := context.Background()
+	if _, err := Up(ctx, top, "cloud-access-topology.yaml", opts); err != nil {
+		t.Fatal(err)
+	}
+	plan, err := topo.Compile(top, opts.dir(name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	links, err := OpenLinks(name, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := warm(ctx, plan, []scenario.Planned{{Flow: scenario.Flow{From: "client", To: "server"}}}); err != nil {
+		t.Fatal(err)
+	}
+	measured, receiverMissed := 0, 0
+	for i := range 10 {
+		fm, err := singleFlow(ctx, plan, links, ends{from: "server", to: "client"}, 40*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		first, last := fm.snaps[0].stats, fm.snaps[len(fm.snaps)-1].stats
+		data := crossed(first, last, func(_, bytes uint64) bool { return bytes > 500_000 })
+		want, got := wantRate(plan, first, last, data, fm.mss), linkRate(plan, fm, data)
+		late := Lateness(first, last)
+		t.Logf("flow %d via %s: link %.3f, receiver %.3f of %.3f Mbit/s; p99 lateness %v", i, pathName(data), got/1e6, fm.goodput/1e6, want/1e6, late)
+		if want < 3.7e6 || want > 3.76e6 {
+			t.Fatalf("configured %.3f Mbit/s, want 4 Mbit/s times 1412 of 1514 bytes", want/1e6)
+		}
+		if math.Abs(fm.goodput-want) > RateTolerance*want {
+			receiverMissed++
+		}
+		if late > 10*LatenessLimit {
+			continue // the machine held the emulator up: not the check's to judge
+		}
+		measured++
+		if math.Abs(got-want) > RateTolerance*want {
+			t.Errorf("flow %d: the link delivered %.3f Mbit/s of payload, configured %.3f", i, got/1e6, want/1e6)
+		}
+	}
+	t.Logf("%d of 10 flows judged; the receivers' goodput missed 3 %% in %d", measured, receiverMissed)
 }

@@ -136,3 +136,67 @@ func TestSlopeWeighsABurstAsOnePoint(t *testing.T) {
 		t.Errorf("the test's burst is too small to matter: the ends say %.0f", between)
 	}
 }
+
+// TestLinkRateIsTheBottlenecksDelivery: the rate judged is what the
+// slower of the data's links (p1, 10 Mbit/s, beside p2's 100) delivered
+// from 0.5 s to the end of sending, in payload: its 1514-byte frames
+// carried 1412 bytes each. The snapshots are up to 5 ms off their
+// nominal times, as a loaded machine reads them; the receiver's goodput
+// (5 % low here, from a stall) does not enter.
+func TestLinkRateIsTheBottlenecksDelivery(t *testing.T) {
+	const rate, frame = 10e6, 1514.0
+	fm := &flowMeasure{goodput: 0.95 * rate * 1412 / frame, mss: 1412, skip: rateSkip, end: rateDuration}
+	for i := 0; i <= 22; i++ {
+		nominal := time.Duration(i) * 100 * time.Millisecond
+		off := time.Duration((i*37)%11-5) * time.Millisecond
+		frames := uint64(nominal.Seconds() * rate / 8 / frame)
+		fm.snaps = append(fm.snaps, linkSnapshot{at: nominal + off, stats: map[string]linkemu.Stats{
+			"p1": {AB: linkemu.DirStats{FramesIn: frames, Delivered: frames, DeliveredBytes: frames * frame}},
+			"p2": {AB: linkemu.DirStats{FramesIn: frames, Delivered: frames, DeliveredBytes: frames * frame}},
+		}})
+	}
+	data := []linkDir{{"p2", linkemu.AToB}, {"p1", linkemu.AToB}}
+	want := rate * 1412 / frame
+	if got := linkRate(fidelityPlan, fm, data); math.Abs(got-want)/want > 0.01 {
+		t.Errorf("link rate %.0f bit/s, want %.0f within 1 %%", got, want)
+	}
+	if d, r, ok := bottleneck(fidelityPlan, data); !ok || d.link != "p1" || r != rate {
+		t.Errorf("bottleneck %v at %.0f, want p1 at 10 Mbit/s", d, r)
+	}
+}
+
+// TestRateWindow: the rate is measured from 0.5 s to 2 s on a short
+// path, from 10 round trips for 10 more on a long one (slow start over
+// 115 ms is most of 2 s).
+func TestRateWindow(t *testing.T) {
+	for _, tc := range []struct{ rtt, skip, end time.Duration }{
+		{20 * time.Millisecond, 500 * time.Millisecond, 2 * time.Second},
+		{115 * time.Millisecond, 1150 * time.Millisecond, 2650 * time.Millisecond},
+		{300 * time.Millisecond, 3 * time.Second, 6 * time.Second},
+	} {
+		if skip, end := rateWindow(tc.rtt); skip != tc.skip || end != tc.end {
+			t.Errorf("RTT %v: %v to %v, want %v to %v", tc.rtt, skip, end, tc.skip, tc.end)
+		}
+	}
+}
+
+// TestUnjudgedRate: a single flow is asked to fill a path only when its
+// bottleneck's queue holds the path's bandwidth-delay product and it
+// loses nothing: p1 (10 Mbit/s, a queue of 25 KB) is judged at an RTT of
+// 20 ms (25 KB) but not at 40; p2 loses frames.
+func TestUnjudgedRate(t *testing.T) {
+	plan := &topo.Plan{Links: []topo.LinkPlan{
+		{Name: "p1", Emulated: true, Params: linkemu.Params{Rate: 10e6, QueueBytes: 25000}},
+		{Name: "p2", Emulated: true, Params: linkemu.Params{Rate: 10e6, QueueBytes: 1 << 20, Loss: linkemu.Loss{Model: linkemu.Bernoulli, P: 0.01}}},
+	}}
+	p1 := []linkDir{{"p1", linkemu.AToB}}
+	if note := unjudgedRate(plan, p1, 20*time.Millisecond); note != "" {
+		t.Errorf("20 ms: %q, want judged", note)
+	}
+	if note := unjudgedRate(plan, p1, 40*time.Millisecond); !strings.Contains(note, "queue (25 KB) is below the path's bandwidth-delay product (50 KB)") {
+		t.Errorf("40 ms: %q", note)
+	}
+	if note := unjudgedRate(plan, []linkDir{{"p2", linkemu.AToB}}, time.Millisecond); !strings.Contains(note, "loses frames") {
+		t.Errorf("lossy: %q", note)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -145,7 +146,7 @@ func TestUpDown(t *testing.T) {
 	// every path is resolved, as the runner warms a lab for steady state:
 	// the routers hold the first packets while they resolve each other's
 	// sites, so that nothing is lost either way.
-	if err := warmPair(context.Background(), st.Prefix+"client", st.Prefix+"server", "10.2.0.2:5201"); err != nil {
+	if err := warmPair(context.Background(), st.Prefix+"client", st.Prefix+"server", netip.Addr{}, nextWarmPorts(), "10.2.0.2:5201"); err != nil {
 		t.Fatal(err)
 	}
 	if err := transfer(st.Prefix+"client", st.Prefix+"server", "10.2.0.2:5201", 1<<20, false); err != nil {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"strconv"
 	"strings"
 	"time"
 
@@ -191,32 +190,7 @@ func prefixed(field string, err error) error {
 	return fmt.Errorf("%s: %w", field, err)
 }
 
-// LinkEvent builds the event of `amptcp lab link`: action down, up or
-// set, a direction ("" for both), and for set the rate, delay and
-// Bernoulli loss that are not empty.
+// LinkEvent builds the event of `amptcp lab link` (topo.NewEvent).
 func LinkEvent(link, action, direction, rate, delay, loss, queue string) (topo.Event, error) {
-	ev := topo.Event{Link: link, Action: topo.Action(action), Direction: direction, Rate: rate, Delay: delay, Queue: queue}
-	if loss != "" {
-		p, err := strconv.ParseFloat(strings.TrimSuffix(loss, "%"), 64)
-		if err != nil {
-			return ev, fmt.Errorf("loss: %q is not a probability like 0.01 or 1%%", loss)
-		}
-		if strings.HasSuffix(loss, "%") {
-			p /= 100
-		}
-		ev.Loss = &topo.Loss{Bernoulli: &p}
-	}
-	switch ev.Action {
-	case topo.ActionDown, topo.ActionUp:
-		if rate != "" || delay != "" || loss != "" || queue != "" {
-			return ev, fmt.Errorf("%s takes no rate, delay, loss or queue", action)
-		}
-	case topo.ActionSet:
-	default:
-		return ev, fmt.Errorf("%q is not down, up or set", action)
-	}
-	if _, err := directions(direction); err != nil {
-		return ev, err
-	}
-	return ev, nil
+	return topo.NewEvent(link, action, direction, rate, delay, loss, queue)
 }

@@ -34,7 +34,8 @@ func startLinkSampling(plan *topo.Plan, opts RunOptions, e *results.Run) (stop f
 		return func() {}
 	}
 	done, sampled := make(chan struct{}), make(chan error, 1)
-	go func() { sampled <- sampleLinks(links, e.ID, opts.linkSamples, done) }()
+	lo, _ := opts.observer().(LinkObserver)
+	go func() { sampled <- sampleLinks(links, e.ID, opts.linkSamples, lo, done) }()
 	return func() {
 		close(done)
 		if err := <-sampled; err != nil {
@@ -47,7 +48,7 @@ func startLinkSampling(plan *topo.Plan, opts RunOptions, e *results.Run) (stop f
 // linkSampleInterval until stop is closed, and once more then, so that
 // the last interval is in the samples too. A failed read leaves a gap;
 // the first error is returned.
-func sampleLinks(links LinkControl, run string, w *jsonl.Writer, stop <-chan struct{}) error {
+func sampleLinks(links LinkControl, run string, w *jsonl.Writer, obs LinkObserver, stop <-chan struct{}) error {
 	tick := time.NewTicker(linkSampleInterval)
 	defer tick.Stop()
 	var firstErr error
@@ -60,15 +61,20 @@ func sampleLinks(links LinkControl, run string, w *jsonl.Writer, stop <-chan str
 			}
 			return
 		}
+		var round []results.LinkSample
 		for _, name := range slices.Sorted(maps.Keys(stats)) {
 			st := stats[name]
 			for _, d := range []linkemu.Direction{linkemu.AToB, linkemu.BToA} {
 				ds := st.Dir(d)
-				w.Write(results.LinkSample{Run: run, Time: now, Link: name, Direction: d.String(),
+				ls := results.LinkSample{Run: run, Time: now, Link: name, Direction: d.String(),
 					FramesIn: ds.FramesIn, BytesIn: ds.BytesIn, Delivered: ds.Delivered, DeliveredBytes: ds.DeliveredBytes,
-					DroppedLoss: ds.DroppedLoss, DroppedQueue: ds.DroppedQueue, DroppedDown: ds.DroppedDown},
-					func() string { return "sample of link " + name })
+					DroppedLoss: ds.DroppedLoss, DroppedQueue: ds.DroppedQueue, DroppedDown: ds.DroppedDown}
+				w.Write(ls, func() string { return "sample of link " + name })
+				round = append(round, ls)
 			}
+		}
+		if obs != nil {
+			obs.LinksSampled(round)
 		}
 	}
 	sample()

@@ -2,6 +2,8 @@ package lab
 
 import (
 	"context"
+	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -60,7 +62,7 @@ func TestMapServerFailover(t *testing.T) {
 	st, opts, top := upLab(t, name, path, nil)
 	ns := func(node string) string { return st.Prefix + node }
 	ctx := context.Background()
-	if err := warmPair(ctx, ns("client"), ns("server"), "10.2.0.2:5201"); err != nil {
+	if err := warmPair(ctx, ns("client"), ns("server"), netip.Addr{}, nextWarmPorts(), "10.2.0.2:5201"); err != nil {
 		t.Fatal(err)
 	}
 	xtra := processOf(t, st, "xtra", "lispd")
@@ -84,7 +86,7 @@ func TestMapServerFailover(t *testing.T) {
 	// and ask ms2.
 	before := cacheCounters(t, xtra)
 	start := time.Now()
-	if err := exchange(ctx, ns("client"), ns("server3"), "10.3.0.2:5201"); err != nil {
+	if err := exchange(ctx, ns("client"), ns("server3"), &net.TCPAddr{}, "10.3.0.2:5201"); err != nil {
 		t.Fatalf("new flow to site c after ms1 died: %v", err)
 	}
 	resolved := resolvedAfter(t, xtra, "10.3.0.0/24", start)
@@ -102,7 +104,7 @@ func TestMapServerFailover(t *testing.T) {
 
 	// Another new flow, to site d: ms1 is known down, no timeout.
 	before = cacheCounters(t, xtra)
-	if err := exchange(ctx, ns("client"), ns("server4"), "10.4.0.2:5201"); err != nil {
+	if err := exchange(ctx, ns("client"), ns("server4"), &net.TCPAddr{}, "10.4.0.2:5201"); err != nil {
 		t.Fatalf("new flow to site d: %v", err)
 	}
 	if after := cacheCounters(t, xtra); after.MapRequests != before.MapRequests+1 {

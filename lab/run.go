@@ -17,6 +17,7 @@ import (
 	"github.com/amptcp/amptcp/cc"
 	"github.com/amptcp/amptcp/internal/buildinfo"
 	"github.com/amptcp/amptcp/internal/jsonl"
+	"github.com/amptcp/amptcp/lab/claims"
 	"github.com/amptcp/amptcp/lab/results"
 	"github.com/amptcp/amptcp/lab/scenario"
 	"github.com/amptcp/amptcp/lab/topo"
@@ -63,7 +64,11 @@ func RunScenario(ctx context.Context, s *scenario.Scenario, opts RunOptions) err
 	}
 	runs := s.Runs()
 	start := time.Now()
-	if err := writeMeta(s, opts, len(runs), start); err != nil {
+	var cal []results.Calibration
+	if len(s.Calibrate) > 0 {
+		cal = calibrate(ctx, s, opts)
+	}
+	if err := writeMeta(s, opts, len(runs), start, cal); err != nil {
 		return err
 	}
 	runsFile, err := os.Create(filepath.Join(opts.Out, results.RunsFile))
@@ -90,15 +95,33 @@ func RunScenario(ctx context.Context, s *scenario.Scenario, opts RunOptions) err
 	defer release()
 	enc := json.NewEncoder(runsFile)
 	obs := opts.observer()
-	rec := teeRecorder{file: recs, obs: obs}
-	failed := 0
+	var eval *claims.Evaluator
+	var runRecs *traffic.Collector
+	if len(s.Claims) > 0 {
+		eval, runRecs = claims.NewEvaluator(s.Claims), &traffic.Collector{}
+	}
+	rec := teeRecorder{file: recs, obs: obs, run: runRecs}
+	failed, skipped := 0, 0
 	for i, run := range runs {
 		if ctx.Err() != nil {
 			break
 		}
 		recs.startRun(run.ID)
+		if runRecs != nil {
+			runRecs.Reset()
+		}
 		obs.RunStarted(run, len(runs))
-		e := runOne(ctx, s, run, opts, rec)
+		// Read at each run: a congestion control that a loader registers
+		// or removes meanwhile counts from the next run on.
+		var e results.Run
+		if why := readKernelOffers().unavailable(s, run.Variant, opts.Lab.dir(s.Name)); why != "" {
+			now := time.Now()
+			e = results.Run{ID: run.ID, Index: run.Index, Repetition: run.Repetition, Variant: run.Variant.Map(),
+				Started: now, Ended: now, Events: []results.Event{}, Skipped: why}
+			skipped++
+		} else {
+			e = runOne(ctx, s, run, opts, rec)
+		}
 		obs.RunEnded(e)
 		if err := errors.Join(recs.Flush(), opts.linkSamples.Flush(), enc.Encode(e)); err != nil {
 			return fmt.Errorf("write results: %w", err)
@@ -106,7 +129,17 @@ func RunScenario(ctx context.Context, s *scenario.Scenario, opts RunOptions) err
 		if e.Error != "" {
 			failed++
 		}
+		if eval != nil {
+			eval.AddRun(&e, runRecs.Records())
+			if co, ok := obs.(ClaimsObserver); ok {
+				co.ClaimsEvaluated(eval.Results())
+			}
+		}
 		progressLine(opts.Progress, i, len(runs), run, e, start, failed)
+	}
+	if eval != nil && opts.Progress != nil {
+		fmt.Fprintln(opts.Progress)
+		claims.WriteTable(opts.Progress, eval.Results())
 	}
 	if err := ctx.Err(); err != nil {
 		return err
@@ -126,6 +159,9 @@ func progressLine(w io.Writer, i, n int, run scenario.Run, e results.Run, start 
 	took := e.Ended.Sub(e.Started)
 	eta := time.Duration(float64(time.Since(start)) / float64(i+1) * float64(n-i-1))
 	line := fmt.Sprintf("[%d/%d] %s rep %d: %.1f s, ETA %s", i+1, n, run.Variant, run.Repetition, took.Seconds(), eta.Round(time.Second))
+	if e.Skipped != "" {
+		line = fmt.Sprintf("[%d/%d] %s rep %d: skipped: %s", i+1, n, run.Variant, run.Repetition, e.Skipped)
+	}
 	if e.Error != "" {
 		line += fmt.Sprintf(" (failed: %s; %d failed so far)", e.Error, failed)
 	}
@@ -135,8 +171,8 @@ func progressLine(w io.Writer, i, n int, run scenario.Run, e results.Run, start 
 	}
 }
 
-func writeMeta(s *scenario.Scenario, opts RunOptions, runs int, start time.Time) error {
-	m := results.Meta{
+func writeMeta(s *scenario.Scenario, opts RunOptions, runs int, start time.Time, cal []results.Calibration) error {
+	m := results.Meta{Short: s.Short, Calibration: cal,
 		Scenario: s.Name, ScenarioFile: opts.ScenarioFile, ScenarioSource: string(s.Source),
 		TopologyFile: s.TopologyPath, TopologySource: string(s.TopologySource),
 		Kernel: uname(), CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), Version: buildinfo.Version,
@@ -144,7 +180,7 @@ func writeMeta(s *scenario.Scenario, opts RunOptions, runs int, start time.Time)
 		Settings: results.Settings{Repetitions: s.Repetitions, Runs: runs, Timeout: s.Timeout.Duration,
 			Dimensions: []results.Dimension{}, Events: "applied through the lab's link control"},
 	}
-	for _, d := range s.Variants {
+	for _, d := range s.Variants.Dims {
 		m.Settings.Dimensions = append(m.Settings.Dimensions, results.Dimension{Name: d.Name, Values: d.Values})
 	}
 	b, err := json.MarshalIndent(m, "", "  ")
@@ -164,33 +200,42 @@ func uname() string {
 		unix.ByteSliceToString(u.Version[:]), unix.ByteSliceToString(u.Machine[:])}, " ")
 }
 
+// withLab brings a lab of t up, calls fn with its plan, and takes it
+// down, whatever happened.
+func withLab(ctx context.Context, t *topo.Topology, path string, opts Options, fn func(*topo.Plan) error) (err error) {
+	if _, err := Up(ctx, t, path, opts); err != nil {
+		return fmt.Errorf("up: %w", err)
+	}
+	defer func() {
+		if derr := Down(t.Name, opts); derr != nil {
+			err = errors.Join(err, fmt.Errorf("down: %w", derr))
+		}
+	}()
+	plan, err := topo.Compile(t, opts.dir(t.Name))
+	if err != nil {
+		return err
+	}
+	return fn(plan)
+}
+
 // runOne brings the variant's lab up, runs the flows and the events, and
 // takes the lab down, whatever happened.
 func runOne(ctx context.Context, s *scenario.Scenario, run scenario.Run, opts RunOptions, rec traffic.Recorder) results.Run {
 	e := results.Run{ID: run.ID, Index: run.Index, Repetition: run.Repetition, Variant: run.Variant.Map(),
 		Started: time.Now(), Events: []results.Event{}}
 	t := s.TopologyFor(run.Variant)
-	err := func() (err error) {
-		if _, err := Up(ctx, t, s.TopologyPath, opts.Lab); err != nil {
-			return fmt.Errorf("up: %w", err)
-		}
-		defer func() {
-			if derr := Down(t.Name, opts.Lab); derr != nil {
-				err = errors.Join(err, fmt.Errorf("down: %w", derr))
-			}
-		}()
-		plan, err := topo.Compile(t, opts.Lab.dir(t.Name))
-		if err != nil {
-			return err
-		}
+	if to, ok := opts.observer().(TopologyObserver); ok {
+		to.TopologyStarted(t)
+	}
+	err := withLab(ctx, t, s.TopologyPath, opts.Lab, func(plan *topo.Plan) error {
 		var fid *fidelityRun
 		if s.MeasuresFidelity() {
 			fid = startFidelity(ctx, plan, opts.Lab, s.Plan(run.Variant))
 		}
-		err = runFlows(ctx, s, run, plan, opts, rec, &e)
+		err := runFlows(ctx, s, run, plan, opts, rec, &e)
 		e.Fidelity = fid.finish()
 		return err
-	}()
+	})
 	if err != nil {
 		e.Error = err.Error()
 	}

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/amptcp/amptcp/internal/netns"
@@ -34,17 +35,27 @@ func runFlows(ctx context.Context, s *scenario.Scenario, run scenario.Run, plan 
 	flows := s.Plan(run.Variant)
 	events := s.Events(run.Variant)
 	for _, ev := range events {
-		e.Events = append(e.Events, results.Event{At: ev.At.Duration, Link: ev.Link, Action: string(ev.Action)})
+		e.Events = append(e.Events, results.Event{At: ev.At.Duration, Link: ev.Link, Action: string(ev.Action), Detail: ev.Detail()})
 	}
-	var links EventApplier
-	if len(events) > 0 {
+	calibrated := s.CalibratedEvents()
+	co, control := opts.observer().(ControlObserver)
+	links := &labEvents{plan: plan}
+	if len(events) > 0 || len(calibrated) > 0 || control {
 		open := opts.Links
 		if open == nil {
 			open = func(name string, o Options) (EventApplier, error) { return OpenLinks(name, o) }
 		}
-		var err error
-		if links, err = open(plan.Name, opts.Lab); err != nil {
-			links, e.EventsNote = nil, "not applied: "+err.Error()
+		lc, err := open(plan.Name, opts.Lab)
+		switch {
+		case err == nil:
+			links.links = lc
+		case len(events) > 0:
+			e.EventsNote = "not applied: " + err.Error()
+		}
+	}
+	for _, ev := range calibrated {
+		if err := links.Apply(ev); err != nil {
+			return fmt.Errorf("calibrated %s: %w", ev.Link, err)
 		}
 	}
 	if err := warm(ctx, plan, flows); err != nil {
@@ -65,6 +76,11 @@ func runFlows(ctx context.Context, s *scenario.Scenario, run scenario.Run, plan 
 		defer close(eventsDone)
 		applyEvents(ctx, links, events, t0, flowsDone, e.Events, opts.observer())
 	}()
+	var manual *runControl
+	if control && links.links != nil {
+		manual = &runControl{links: links, t0: t0, obs: opts.observer()}
+		co.ControlAvailable(manual.apply)
+	}
 	stopSampling := startLinkSampling(plan, opts, e)
 	var wg sync.WaitGroup
 	errs := make([]error, len(flows))
@@ -72,6 +88,10 @@ func runFlows(ctx context.Context, s *scenario.Scenario, run scenario.Run, plan 
 		wg.Go(func() { errs[i] = runFlow(ctx, plan, f, t0, rec) })
 	}
 	wg.Wait()
+	if manual != nil {
+		co.ControlAvailable(nil)
+		e.Events = append(e.Events, manual.done()...)
+	}
 	stopSampling()
 	close(flowsDone)
 	<-eventsDone
@@ -85,9 +105,6 @@ func runFlows(ctx context.Context, s *scenario.Scenario, run scenario.Run, plan 
 // applyEvents applies each event at its time from t0 until the flows
 // are done, noting when it really was applied, and tells obs.
 func applyEvents(ctx context.Context, links EventApplier, events []topo.Event, t0 time.Time, flowsDone <-chan struct{}, out []results.Event, obs Observer) {
-	if links == nil {
-		return
-	}
 	for i, ev := range events {
 		timer := time.NewTimer(time.Until(t0.Add(ev.At.Duration)))
 		select {
@@ -100,6 +117,9 @@ func applyEvents(ctx context.Context, links EventApplier, events []topo.Event, t
 			return
 		}
 		err := links.Apply(ev)
+		if errors.Is(err, errNoLinkControl) {
+			continue // not applied: EventsNote says why
+		}
 		out[i].Applied = time.Now()
 		out[i].AppliedAfter = max(out[i].Applied.Sub(t0), 1)
 		if err != nil {
@@ -107,12 +127,6 @@ func applyEvents(ctx context.Context, links EventApplier, events []topo.Event, t
 		}
 		obs.EventApplied(out[i])
 	}
-}
-
-// serverAddr is the address of a flow's server: its host's first
-// address (its EID) and the flow's port.
-func serverAddr(plan *topo.Plan, node string, port int) string {
-	return netip.AddrPortFrom(plan.Node(node).Interfaces[0].Address.Addr(), uint16(port)).String()
 }
 
 // runFlow runs one planned flow from its client: at its time, each of
@@ -127,8 +141,10 @@ func runFlow(ctx context.Context, plan *topo.Plan, p scenario.Planned, t0 time.T
 		return runIperf3(ctx, plan, p, rec)
 	}
 	ns := &netns.NS{Name: plan.Node(p.From).Namespace}
-	addr := serverAddr(plan, p.To, p.Port)
+	e := flowEnds(p, false)
+	addr := e.server(plan, p.Port)
 	for _, f := range p.Traffic {
+		f.Local = e.client(plan)
 		var run func(context.Context, traffic.Recorder) (traffic.Result, error)
 		err := ns.Do(func() error {
 			if f.Kind == traffic.Background {
@@ -138,13 +154,28 @@ func runFlow(ctx context.Context, plan *topo.Plan, p scenario.Planned, t0 time.T
 				}
 				return err
 			}
-			st, err := traffic.Dial(ctx, f, addr)
+			dialCtx, cancel := ctx, func() {}
+			if p.ConnectTimeout != nil {
+				dialCtx, cancel = context.WithTimeout(ctx, p.ConnectTimeout.Duration)
+			}
+			defer cancel()
+			start := time.Now()
+			st, err := traffic.Dial(dialCtx, f, addr)
+			if err != nil && p.ConnectTimeout != nil && ctx.Err() == nil {
+				// Not connecting is what the flow measures: a result
+				// that says so, and the run goes on.
+				rec.Record(traffic.Record{Time: time.Now(), Flow: f.ID, Kind: traffic.KindResult, Role: traffic.Sender,
+					FlowKind: f.Kind, Protocol: f.Protocol, CongestionControl: f.CongestionControl, Start: start,
+					Error: fmt.Sprintf("%s within %v: %v", results.NotConnected, p.ConnectTimeout.Duration, err)})
+				run = nil
+				return nil
+			}
 			if err == nil {
 				run = st.Run
 			}
 			return err
 		})
-		if err == nil {
+		if err == nil && run != nil {
 			_, err = run(ctx, rec)
 		}
 		if err != nil {
@@ -217,37 +248,65 @@ func (sv *servers) stop() {
 }
 
 // warmConnections is how many connections warm a pair of hosts: each
-// from another source port, so that the flows hashed (or port-summed)
-// onto each path get an RTR on it to resolve the sites too.
-const warmConnections = 8
+// from another source port, consecutive from warmPortBase, so that their
+// port sums fall on every path of a port-sum xTR (up to 8) and the flows
+// put on each path find its RTRs' caches warm too. (Ports the kernel
+// chose were all even, and so were their sums with port 5000: every
+// warm-up took the first path, and a flow of an odd sum found the other
+// path's RTR cold and its first SYN dropped.)
+// Each pair's exchanges take the next block of ports, the blocks going
+// round warmBlocks: a block used again within a minute would find its
+// ports in TIME_WAIT.
+const (
+	warmConnections = 8
+	warmPortBase    = 4100
+	warmBlocks      = 100
+)
+
+// warmBlock counts the blocks of ports taken.
+var warmBlock atomic.Uint32
+
+// nextWarmPorts is the first of the next block of warmConnections ports:
+// a block is not used again until the others were, so that the ports of
+// a warm-up are not those of the last one, still in TIME_WAIT.
+func nextWarmPorts() int {
+	return warmPortBase + int(warmBlock.Add(1)%warmBlocks)*warmConnections
+}
 
 // warm opens plain TCP connections between the two hosts of each flow
-// and exchanges a byte on each, so that the xTRs and RTRs hold both
+// (from the client's address of the flow) and exchanges a byte on each,
+// so that the xTRs and RTRs hold both
 // sites' mappings before the flows start: the flows then measure the
 // paths in their steady state, not the resolution of their first
 // packets (which the routers hold while they resolve, so that nothing is
 // lost either way: docs/lab.md).
 func warm(ctx context.Context, plan *topo.Plan, flows []scenario.Planned) error {
-	done := map[[2]string]bool{}
+	done := map[ends]bool{}
 	for _, f := range flows {
-		pair := [2]string{f.From, f.To}
-		if done[pair] {
+		e := flowEnds(f, false)
+		if done[e] {
 			continue
 		}
-		done[pair] = true
-		addr := serverAddr(plan, f.To, scenario.WarmupPort)
-		if err := warmPair(ctx, plan.Node(f.From).Namespace, plan.Node(f.To).Namespace, addr); err != nil {
+		port := nextWarmPorts()
+		done[e] = true
+		addr := e.server(plan, scenario.WarmupPort)
+		if err := warmPair(ctx, plan.Node(f.From).Namespace, plan.Node(f.To).Namespace, e.client(plan), port, addr); err != nil {
 			return fmt.Errorf("%s to %s: %w", f.From, f.To, err)
 		}
 	}
 	return nil
 }
 
-// warmPair warms the paths from a client's namespace to a server's
-// address in another: warmConnections exchanges.
-func warmPair(ctx context.Context, clientNS, serverNS, addr string) error {
-	for range warmConnections {
-		if err := exchange(ctx, clientNS, serverNS, addr); err != nil {
+// warmPair warms the paths from a client's namespace (from its address
+// local, any when not valid) to a server's address in another:
+// warmConnections exchanges from consecutive ports from port.
+func warmPair(ctx context.Context, clientNS, serverNS string, local netip.Addr, port int, addr string) error {
+	for i := range warmConnections {
+		from := &net.TCPAddr{Port: port + i}
+		if local.IsValid() {
+			from.IP = local.AsSlice()
+		}
+		if err := exchange(ctx, clientNS, serverNS, from, addr); err != nil {
 			return err
 		}
 	}
@@ -256,7 +315,7 @@ func warmPair(ctx context.Context, clientNS, serverNS, addr string) error {
 
 // exchange sends a byte from a client in one namespace to a server in
 // another, which sends it back.
-func exchange(ctx context.Context, clientNS, serverNS, addr string) error {
+func exchange(ctx context.Context, clientNS, serverNS string, from *net.TCPAddr, addr string) error {
 	var ln net.Listener
 	err := (&netns.NS{Name: serverNS}).Do(func() (err error) {
 		ln, err = (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
@@ -285,7 +344,7 @@ func exchange(ctx context.Context, clientNS, serverNS, addr string) error {
 	defer cancel()
 	var c net.Conn
 	err = (&netns.NS{Name: clientNS}).Do(func() (err error) {
-		c, err = (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+		c, err = (&net.Dialer{LocalAddr: from}).DialContext(ctx, "tcp", addr)
 		return err
 	})
 	if err != nil {

@@ -43,7 +43,7 @@ const mptcpPoll = 100 * time.Millisecond
 // reports an error for; its client's result then carries the error.
 func runIperf3(ctx context.Context, plan *topo.Plan, p scenario.Planned, rec traffic.Recorder) error {
 	f := p.Traffic[0]
-	server := netip.MustParseAddrPort(serverAddr(plan, p.To, p.Port)) // formatted from an address and a port
+	server := netip.MustParseAddrPort(flowEnds(p, false).server(plan, p.Port)) // formatted from an address and a port
 	start := time.Now()
 	recs, err := iperf3Flow(ctx, plan.Node(p.From).Namespace, plan.Node(p.To).Namespace, f, server, start)
 	if err != nil {

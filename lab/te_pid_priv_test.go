@@ -133,7 +133,7 @@ func TestTESharedRTRs(t *testing.T) {
 	for _, c := range []string{"c1", "c2"} {
 		client := st.Prefix + c
 		addr := server + ":5201"
-		if err := warmPair(context.Background(), client, st.Prefix+"server", addr); err != nil {
+		if err := warmPair(context.Background(), client, st.Prefix+"server", netip.Addr{}, nextWarmPorts(), addr); err != nil {
 			t.Fatal(err)
 		}
 		if err := transfer(client, st.Prefix+"server", addr, 8<<20, true); err != nil {

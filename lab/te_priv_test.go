@@ -207,7 +207,7 @@ func TestTEPaperOverlay(t *testing.T) {
 
 	t.Run("three subflows, one on each ELP", func(t *testing.T) {
 		client, server := st.Prefix+"client", st.Prefix+"server"
-		if err := warmPair(context.Background(), client, server, "10.2.0.2:5201"); err != nil {
+		if err := warmPair(context.Background(), client, server, netip.Addr{}, nextWarmPorts(), "10.2.0.2:5201"); err != nil {
 			t.Fatal(err)
 		}
 		done := make(chan error, 1)
@@ -327,7 +327,7 @@ func TestTEDisjoint(t *testing.T) {
 		}
 	}
 	client, server := st.Prefix+"client", st.Prefix+"server"
-	if err := warmPair(context.Background(), client, server, "10.2.0.2:5201"); err != nil {
+	if err := warmPair(context.Background(), client, server, netip.Addr{}, nextWarmPorts(), "10.2.0.2:5201"); err != nil {
 		t.Fatal(err)
 	}
 	if err := transfer(client, server, "10.2.0.2:5201", 8<<20, true); err != nil {

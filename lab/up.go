@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/amptcp/amptcp/daemon"
 	"github.com/amptcp/amptcp/deploy"
@@ -112,7 +113,7 @@ func (b *builder) build(ctx context.Context) error {
 	}
 	b.opts.progress("links: %d up (%d emulated by linkd, %d veth pairs)", len(p.Links), len(emulated), len(p.Links)-len(emulated))
 	for _, n := range p.Nodes {
-		if err := addRoutes(n); err != nil {
+		if err := addRoutes(n, false); err != nil {
 			return fmt.Errorf("node %s: %w", n.Name, err)
 		}
 	}
@@ -163,6 +164,8 @@ func (b *builder) node(n topo.NodePlan) error {
 			return err
 		}
 		sysctls = append(sysctls, more...)
+		// The lab's settings for every host, over deploy/'s.
+		sysctls = append(sysctls, b.plan.Hosts.Sysctls()...)
 	case topo.RoleXTR, topo.RoleRTR:
 		more, err := deploy.Sysctls(deploy.RouterSysctls)
 		if err != nil {
@@ -223,8 +226,10 @@ func configureEnd(e topo.End, mtu int) error {
 	return nil
 }
 
-func addRoutes(n topo.NodePlan) error {
-	if len(n.Routes) == 0 {
+// addRoutes adds a node's routes and source routes; with again, those
+// that exist (and the source rules) are kept as they are.
+func addRoutes(n topo.NodePlan, again bool) error {
+	if len(n.Routes) == 0 && len(n.SourceRoutes) == 0 {
 		return nil
 	}
 	h, err := handleAt(n.Namespace)
@@ -241,12 +246,35 @@ func addRoutes(n topo.NodePlan) error {
 		if r.Dst.IsValid() {
 			route.Dst = &net.IPNet{IP: r.Dst.Addr().AsSlice(), Mask: net.CIDRMask(r.Dst.Bits(), 32)}
 		}
-		if err := h.RouteAdd(route); err != nil {
+		if err := h.RouteAdd(route); err != nil && !(again && errors.Is(err, unix.EEXIST)) {
 			return fmt.Errorf("route %s: %w", r, err)
+		}
+	}
+	for i, r := range n.SourceRoutes {
+		l, err := h.LinkByName(r.Dev)
+		if err != nil {
+			return fmt.Errorf("source route from %s: %w", r.From, err)
+		}
+		route := &netlink.Route{LinkIndex: l.Attrs().Index, Gw: r.Via.AsSlice(), Table: r.Table}
+		if err := h.RouteAdd(route); err != nil && !(again && errors.Is(err, unix.EEXIST)) {
+			return fmt.Errorf("default route via %s dev %s table %d: %w", r.Via, r.Dev, r.Table, err)
+		}
+		if again {
+			continue // rules stay when their interface goes down
+		}
+		rule := netlink.NewRule()
+		rule.Src = &net.IPNet{IP: r.From.AsSlice(), Mask: net.CIDRMask(32, 32)}
+		rule.Table, rule.Priority = r.Table, sourceRulePriority+i
+		if err := h.RuleAdd(rule); err != nil {
+			return fmt.Errorf("rule from %s lookup %d: %w", r.From, r.Table, err)
 		}
 	}
 	return nil
 }
+
+// sourceRulePriority is the priority of a multi-homed host's first
+// source rule: before the main table's (32766).
+const sourceRulePriority = 1000
 
 // startDaemons writes the configurations and starts lispd on every LISP
 // node and `amptcp pm` on every host with a pm block, each with the

@@ -28,18 +28,24 @@ const (
 	// PolicyNdiffports opens a fixed number of subflows on the address
 	// pair of the first, with other ports.
 	PolicyNdiffports Policy = "ndiffports"
+	// PolicyBinder opens a subflow per gateway of the local site (its
+	// RLOCs and ELPs, from the mapping system) on the first subflow's
+	// address pair, each steered to its own gateway: [NorNet]'s binder,
+	// with the overlay in place of loose source routes.
+	PolicyBinder Policy = "binder"
 	// PolicyDefault opens nothing: the connection keeps its one subflow.
 	PolicyDefault Policy = "default"
 )
 
 // Policies are all the policies, in the order they are documented.
-var Policies = []Policy{PolicyAMPTCP, PolicySubflows, PolicyFullmesh, PolicyNdiffports, PolicyDefault}
+var Policies = []Policy{PolicyAMPTCP, PolicySubflows, PolicyFullmesh, PolicyNdiffports, PolicyBinder, PolicyDefault}
 
 // Config is the configuration of `amptcp pm`.
 type Config struct {
 	Policy Policy `yaml:"policy"`
 	// Subflows is the number of subflows of the subflows and ndiffports
-	// policies, the first one included.
+	// policies, the first one included; the binder policy's, when given,
+	// in place of one per gateway.
 	Subflows int `yaml:"subflows"`
 	// MaxSubflows caps every plan, the first subflow included.
 	MaxSubflows int `yaml:"max-subflows"`
@@ -272,8 +278,12 @@ func (c *Config) Validate() error {
 		if c.Subflows < 1 {
 			ck.add("subflows", "missing: the %s policy needs the number of subflows, the first included", c.Policy)
 		}
+	case c.Policy == PolicyBinder:
+		if c.Subflows < 0 {
+			ck.add("subflows", "must not be negative (left out: a subflow per gateway)")
+		}
 	case c.Subflows != 0:
-		ck.add("subflows", "only the subflows and ndiffports policies take a number of subflows")
+		ck.add("subflows", "only the subflows, ndiffports and binder policies take a number of subflows")
 	}
 	if c.MaxSubflows < 1 || c.MaxSubflows > 255 {
 		ck.add("max-subflows", "%d is not between 1 and 255", c.MaxSubflows)

@@ -84,7 +84,7 @@ func TestConfigPolicyErrors(t *testing.T) {
 		{"policy: ndiffports\n", "subflows: missing"},
 		{"policy: subflows\n", "subflows: missing"},
 		{"policy: amptcp\n", "amptcp.map-resolver: missing"},
-		{"policy: fullmesh\nsubflows: 2\n", "subflows: only the subflows and ndiffports policies"},
+		{"policy: fullmesh\nsubflows: 2\n", "subflows: only the subflows, ndiffports and binder policies"},
 		{"policy: default\nrepair: {stall-time: 0s, interval: -1s}\n", "repair.interval: must be positive"},
 		{"poliсy: default\n", `unknown field "poliсy"`},
 		{"policy: default\namptcp: {map-resolver: 10.0.0.1, cache-ttl: 1m}\n", `unknown field "cache-ttl"`},

@@ -313,16 +313,21 @@ func (e *engine) announceTo(c *conn) {
 }
 
 // open computes and applies the plan of a connection, or, for amptcp
-// with mappings not in the cache, asks the mapping system first.
+// (both sites' mappings) and binder (its own site's) with mappings not
+// in the cache, asks the mapping system first.
 func (e *engine) open(c *conn) {
 	c.opened = e.now()
-	if e.cfg.Policy != PolicyAMPTCP {
+	queries := []Query{{EID: c.remote.Addr(), From: c.local.Addr()}, {EID: c.local.Addr(), From: c.remote.Addr(), Local: true}}
+	switch {
+	case e.cfg.Policy == PolicyBinder && e.cfg.AMPTCP != nil:
+		queries = queries[1:]
+	case e.cfg.Policy != PolicyAMPTCP:
 		e.apply(c, computePlan(e.input(c)))
 		return
 	}
 	now := e.now()
 	c.state = stateLookup
-	for _, q := range []Query{{EID: c.remote.Addr(), From: c.local.Addr()}, {EID: c.local.Addr(), From: c.remote.Addr(), Local: true}} {
+	for _, q := range queries {
 		if m, ok := e.cacheFor(q).get(q.EID, now); ok {
 			e.count.lookups["cached"]++
 			c.setMapping(q.Local, m)
@@ -385,9 +390,10 @@ func (e *engine) lookupDone(q Query, m Mapping, took time.Duration, err error) {
 	}
 }
 
-// ready applies the amptcp plan once both mappings are known.
+// ready applies the plan once the mappings it needs are known: both
+// for amptcp, the local one for binder.
 func (e *engine) ready(c *conn) {
-	if c.state == stateLookup && c.localMap != nil && c.remoteMap != nil {
+	if c.state == stateLookup && c.localMap != nil && (c.remoteMap != nil || e.cfg.Policy == PolicyBinder) {
 		e.apply(c, computePlan(e.input(c)))
 	}
 }

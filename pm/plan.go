@@ -106,6 +106,8 @@ func computePlan(in planInput) Plan {
 		local = inSite(local, in.localMap)
 		pairs = allPairs(len(local), len(remote))
 		p.amptcp(in)
+	case PolicyBinder:
+		p.binder(in)
 	}
 	p.cap(in)
 	r0 := int(portSum(in.local.Port(), in.remote.Port()) % uint32(p.P))
@@ -215,14 +217,18 @@ func inSite(addrs []netip.Addr, m *Mapping) []netip.Addr {
 	return kept
 }
 
-// allPairs lists the (local, remote) index pairs, the first subflow's
-// (0, 0) first, then the other peer addresses from the first local
-// address, and so on.
+// allPairs lists the (local, remote) index pairs: the first subflow's
+// (0, 0) first, then the other pairs by diagonals, (1, 1), (2, 2), ...,
+// then (0, 1), (1, 2), ..., so that a plan capped below the number of
+// pairs (max-subflows, the kernel's limit) still uses each local and
+// each peer address as evenly as it can: two hosts with 8 addresses each
+// get the 8 pairs of the same index, one per link, not 8 subflows from
+// the first address ([MPTCP-failures]' 8 parallel links).
 func allPairs(nLocal, nRemote int) [][2]int {
 	pairs := make([][2]int, 0, nLocal*nRemote)
-	for i := range nLocal {
-		for j := range nRemote {
-			pairs = append(pairs, [2]int{i, j})
+	for d := range nRemote {
+		for i := range nLocal {
+			pairs = append(pairs, [2]int{i, (i + d) % nRemote})
 		}
 	}
 	return pairs

@@ -51,6 +51,12 @@ func TestPlans(t *testing.T) {
 			n: 1, want: 1, p: 1, why: "equation (2): L 2×0 = 0, at least the first subflow"},
 		{name: "max-subflows", in: planInput{policy: PolicyAMPTCP, equation: 2, maxSubflows: 4, localMap: rlocs(2, 0), remoteMap: rlocs(3, 0)},
 			n: 4, want: 6, p: 6, out: 3, back: 2, capped: "max-subflows"},
+		{name: "binder 3 gateways", in: planInput{policy: PolicyBinder, localAddrs: twoAddrs, localMap: rlocs(3, 0)},
+			n: 3, want: 3, p: 3, back: 3, why: "binder: a subflow per gateway of the site, 3"},
+		{name: "binder 2 over 2 ELPs", in: planInput{policy: PolicyBinder, subflows: 4, localMap: rlocs(0, 2)},
+			n: 4, want: 4, p: 2, back: 2, why: "binder: 4 subflows over the site's 2 gateways"},
+		{name: "binder without a mapping", in: planInput{policy: PolicyBinder, subflows: 2},
+			n: 2, want: 2, p: 1, why: "binder: no gateway known (no mapping of the local site): 2 subflows on the first path"},
 		{name: "kernel limit", in: planInput{policy: PolicyNdiffports, subflows: 8, maxSubflows: 8, kernelCap: 3},
 			n: 3, want: 8, p: 1, capped: "kernel limit"},
 		{name: "both caps", in: planInput{policy: PolicySubflows, subflows: 9, maxSubflows: 8, kernelCap: 3},
@@ -97,9 +103,30 @@ func TestPlanSlotsSpread(t *testing.T) {
 	for _, s := range p.Slots {
 		pairs = append(pairs, fmt.Sprintf("%s>%s", s.Local, s.Remote))
 	}
-	want := "[10.1.0.1>10.2.0.1:5201 10.1.0.1>10.2.1.1:5201 10.1.1.1>10.2.0.1:5201 10.1.1.1>10.2.1.1:5201]"
+	want := "[10.1.0.1>10.2.0.1:5201 10.1.1.1>10.2.1.1:5201 10.1.0.1>10.2.1.1:5201 10.1.1.1>10.2.0.1:5201]"
 	if fmt.Sprint(pairs) != want {
 		t.Errorf("fullmesh pairs %v, want %s", pairs, want)
+	}
+}
+
+// Two hosts with 8 addresses each, fullmesh capped at 8 subflows: the 8
+// pairs of the same index, one per link, each address once.
+func TestFullmeshCappedUsesEveryAddress(t *testing.T) {
+	var local []netip.Addr
+	var remote []netip.AddrPort
+	for i := range 8 {
+		local = append(local, netip.AddrFrom4([4]byte{10, 0, byte(i), 1}))
+		remote = append(remote, netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, byte(i), 2}), 5001))
+	}
+	p := computePlan(planInput{policy: PolicyFullmesh, maxSubflows: 8, local: netip.AddrPortFrom(local[0], 40000), remote: remote[0],
+		localAddrs: local, remoteAddrs: remote[1:]})
+	if p.N != 8 || p.Want != 64 {
+		t.Fatalf("plan N %d of %d, want 8 of 64", p.N, p.Want)
+	}
+	for i, s := range p.Slots {
+		if s.Local != local[i] || s.Remote != remote[i] {
+			t.Errorf("slot %d: %s > %s, want %s > %s", i, s.Local, s.Remote, local[i], remote[i])
+		}
 	}
 }
 

@@ -66,7 +66,7 @@ func (d *Daemon) openSystem() (closeAll func(), err error) {
 	if deps.PortRange == nil {
 		deps.PortRange = ephemeralPorts
 	}
-	if deps.Mapper == nil && d.cfg.Policy == PolicyAMPTCP {
+	if deps.Mapper == nil && (d.cfg.Policy == PolicyAMPTCP || d.cfg.Policy == PolicyBinder && d.cfg.AMPTCP != nil) {
 		m, err := NewLigMapper(d.cfg.AMPTCP)
 		if err != nil {
 			return nil, fmt.Errorf("pm: %w", err)

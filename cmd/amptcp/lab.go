@@ -23,10 +23,11 @@ func runLab(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, `usage: amptcp lab up [-dir DIR] [-bin DIR] FILE
        amptcp lab down [-dir DIR] NAME|FILE
        amptcp lab status [-dir DIR] [-json] NAME
-       amptcp lab run [-o DIR] [-dir DIR] [-bin DIR] [-live ADDR] SCENARIO
+       amptcp lab run [-o DIR] [-dir DIR] [-bin DIR] [-live ADDR] [-short] SCENARIO
        amptcp lab link [-dir DIR] NAME LINK down|up|set [-direction a-to-b|b-to-a]
                        [-rate R] [-delay D] [-loss P] [-queue Q]
        amptcp lab report [-o DIR] RESULTS
+       amptcp lab claims [-markdown] RESULTS...
 
 up builds the lab of a topology file (namespaces, links, routes, the
 generated configurations) and starts lispd and amptcp pm in their roles;
@@ -34,7 +35,8 @@ down removes all of it, also after a crash; docs/lab.md describes the
 topology format; link takes an emulated link down or up or changes it;
 run runs a scenario's variants and repetitions and writes their results
 (-live: and shows them in a browser as they run);
-report summarises results into a table, plots and an HTML page.
+report summarises results into a table, plots and an HTML page;
+claims prints the papers' claims of several results in one table.
 up and run first check that this machine offers what the lab needs (as
 amptcp doctor does) and stop with what to fix if not.
 
@@ -48,6 +50,8 @@ amptcp doctor does) and stop with what to fix if not.
 	switch verb {
 	case "report":
 		return runLabReport(args[1:], stdout, stderr)
+	case "claims":
+		return runLabClaims(args[1:], stdout, stderr)
 	case "run":
 		return runLabRun(args[1:], stderr)
 	case "linkd":

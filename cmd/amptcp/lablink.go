@@ -46,7 +46,7 @@ func runLabLink(args []string, stderr io.Writer, usage func()) int {
 	direction := flags.String("direction", "", "a-to-b or b-to-a (default both)")
 	rate := flags.String("rate", "", "set: the rate, like 8Mbit")
 	delay := flags.String("delay", "", "set: the one-way delay, like 20ms")
-	loss := flags.String("loss", "", "set: a Bernoulli loss probability, like 0.01 or 1%")
+	loss := flags.String("loss", "", "set: a Bernoulli loss probability, like 0.01 or 1%, or Gilbert-Elliott's as ge:P,R[,H,K]")
 	queue := flags.String("queue", "", "set: the queue, like 64KB or 100 packets")
 	pos, err := parseInterleaved(flags, args)
 	if errors.Is(err, flag.ErrHelp) {

@@ -29,16 +29,20 @@ func runLabRun(args []string, stderr io.Writer) int {
 	flags.StringVar(&opts.Lab.Bin, "bin", "", "the directory of lispd and amptcp (default: next to this program, else PATH)")
 	flags.StringVar(&opts.Out, "o", "", "the results directory (default: results/<scenario>-<time>)")
 	liveAddr := flags.String("live", "", "serve a live view of the runs on this address, like 127.0.0.1:8080")
+	short := flags.Bool("short", false, "run the scenario's short version (its short: block): fewer, shorter runs")
 	flags.Usage = func() {
-		fmt.Fprint(stderr, `usage: amptcp lab run [-o DIR] [-dir DIR] [-bin DIR] [-live ADDR] SCENARIO
+		fmt.Fprint(stderr, `usage: amptcp lab run [-o DIR] [-dir DIR] [-bin DIR] [-live ADDR] [-short] SCENARIO
 
-Runs the experiment of a scenario file: every variant of its matrix,
-each repetition, interleaved, each run in a lab built from the
-scenario's topology and taken down after it, with the emulated paths'
-fidelity measured first. Results go to DIR as JSON lines (amptcp lab
-report summarises them); progress to stderr. It first checks that this
-machine offers what the scenario needs (as amptcp doctor does) and
-stops with what to fix if not. docs/lab.md describes scenario files.
+Runs the experiment of a scenario file: its calibrations, then every
+variant of its matrix, each repetition, interleaved, each run in a lab
+built from the scenario's topology and taken down after it, with the
+emulated paths' fidelity measured first; then it prints the scenario's
+claims, PASS, FAIL or NOT RUN. Results go to DIR as JSON lines (amptcp
+lab report summarises them); progress to stderr. It first checks that
+this machine offers what the scenario needs (as amptcp doctor does) and
+stops with what to fix if not; a variant whose congestion control or
+MPTCP scheduler the kernel lacks is skipped, with the reason.
+docs/lab.md describes scenario files, docs/reproduction.md the papers'.
 
 `)
 		flags.PrintDefaults()
@@ -50,10 +54,10 @@ stops with what to fix if not. docs/lab.md describes scenario files.
 	case err != nil:
 		return 2
 	case len(files) != 1:
-		fmt.Fprintln(stderr, "usage: amptcp lab run [-o DIR] [-dir DIR] [-bin DIR] [-live ADDR] SCENARIO (docs/lab.md)")
+		fmt.Fprintln(stderr, "usage: amptcp lab run [-o DIR] [-dir DIR] [-bin DIR] [-live ADDR] [-short] SCENARIO (docs/lab.md)")
 		return 2
 	}
-	s, err := scenario.Load(files[0])
+	s, err := scenario.LoadVersion(files[0], *short)
 	if err != nil {
 		fmt.Fprintf(stderr, "amptcp lab run: %v\n", err)
 		return 1

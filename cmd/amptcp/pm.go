@@ -38,8 +38,9 @@ namespace to the kernel's userspace path manager (and back on exit), and
 gives each MPTCP connection, once established, the subflows of its
 policy: amptcp (as many as the mapping system shows paths, on source
 ports that put each on its own path at a port-sum xTR), subflows,
-fullmesh, ndiffports or default. It repairs subflows that break when
-their path comes back. docs/pm.md describes the configuration.
+fullmesh, ndiffports, binder (a subflow per gateway of the site) or
+default. It repairs subflows that break when their path comes back.
+docs/pm.md describes the configuration.
 
 `)
 		flags.PrintDefaults()

@@ -1,6 +1,7 @@
 package live
 
 import (
+	"bytes"
 	_ "embed"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/amptcp/amptcp/lab/claims"
 	"github.com/amptcp/amptcp/lab/results"
 )
 
@@ -46,6 +48,16 @@ const (
 	UpdateCompletion UpdateType = "completion"
 	// UpdateEnd: the run ended; its Summary, all its Events, Progress.
 	UpdateEnd UpdateType = "end"
+	// UpdateTopology: a run's Topology, as it starts.
+	UpdateTopology UpdateType = "topology"
+	// UpdateLoads: every link's load, Loads, in the topology's order.
+	UpdateLoads UpdateType = "loads"
+	// UpdateLink: a link's new state, Link (down, up, changed).
+	UpdateLink UpdateType = "link"
+	// UpdateClaims: the claims as they stand, Claims.
+	UpdateClaims UpdateType = "claims"
+	// UpdateControl: whether the links can be changed now, Control.
+	UpdateControl UpdateType = "control"
 )
 
 // Update is one message of /events: a JSON object in the data line of a
@@ -61,6 +73,11 @@ type Update struct {
 	Completion *Completion     `json:"completion,omitempty"`
 	Summary    *Summary        `json:"summary,omitempty"`
 	Events     []results.Event `json:"events,omitempty"`
+	Topology   *Topology       `json:"topology,omitempty"`
+	Loads      [][2]float64    `json:"loads,omitempty"`
+	Link       *Link           `json:"link,omitempty"`
+	Claims     []claims.Result `json:"claims,omitempty"`
+	Control    *bool           `json:"control,omitempty"`
 }
 
 // client is an /events client: updates queue for it until it lags, which
@@ -103,7 +120,8 @@ func (s *Server) routes() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		w.Write(page)
+		w.Header().Set("Cache-Control", "no-store")
+		w.Write(bytes.Replace(page, []byte("CONTROL-TOKEN"), []byte(s.token), 1))
 	})
 	mux.HandleFunc("GET /state", func(w http.ResponseWriter, r *http.Request) {
 		b, err := json.Marshal(s.State())
@@ -116,6 +134,7 @@ func (s *Server) routes() *http.ServeMux {
 		w.Write(append(b, '\n'))
 	})
 	mux.HandleFunc("GET /events", s.serveEvents)
+	mux.HandleFunc("POST /control", s.serveControl)
 	return mux
 }
 

@@ -11,11 +11,14 @@ package live
 import (
 	"math"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
+	"github.com/amptcp/amptcp/lab/claims"
 	"github.com/amptcp/amptcp/lab/results"
 	"github.com/amptcp/amptcp/lab/scenario"
+	"github.com/amptcp/amptcp/lab/topo"
 	"github.com/amptcp/amptcp/lab/traffic"
 )
 
@@ -34,6 +37,9 @@ const (
 	MaxEvents = 256
 	// MaxRuns is the most summaries of ended runs kept.
 	MaxRuns = 1000
+	// LoadsInterval is how often at most the links' loads are sent to
+	// the clients: the page shows them at least every second.
+	LoadsInterval = 500 * time.Millisecond
 )
 
 // The kinds of series.
@@ -78,6 +84,14 @@ type State struct {
 	Strays       uint64 `json:"strays,omitempty"`
 	MaxPoints    int    `json:"max_points"`
 	MaxRuns      int    `json:"max_runs"`
+	// Topology is the current run's network with its links' state and
+	// loads; nil before the first run.
+	Topology *Topology `json:"topology"`
+	// Claims are the scenario's claims as the runs so far measure them.
+	Claims []claims.Result `json:"claims"`
+	// Control says whether the run's links can be changed now (its flows
+	// run, the lab has a link daemon).
+	Control bool `json:"control"`
 }
 
 // RunInfo says which run it is and, once it ended, how.
@@ -175,6 +189,17 @@ type Server struct {
 	strays       uint64
 	clients      map[*client]struct{}
 
+	topology *Topology
+	timeline []topo.Event // the run's scheduled events, for their values
+	claims   []claims.Result
+	control  func(topo.Event) error
+	// loadsSent is when the links' loads were last broadcast.
+	loadsSent time.Time
+
+	// token must come with every control request: the page has it, a
+	// page of another origin cannot read it.
+	token string
+
 	mux       *http.ServeMux
 	closeOnce sync.Once
 	closed    chan struct{}
@@ -183,7 +208,7 @@ type Server struct {
 
 // New returns a Server for the scenario of that name.
 func New(scenarioName string) *Server {
-	s := &Server{scenario: scenarioName, clients: map[*client]struct{}{}, closed: make(chan struct{})}
+	s := &Server{scenario: scenarioName, clients: map[*client]struct{}{}, closed: make(chan struct{}), token: newToken()}
 	s.mux = s.routes()
 	return s
 }
@@ -215,16 +240,78 @@ func (s *Server) FlowsStarted(at time.Time) {
 	s.broadcast(Update{Type: UpdateFlows, FlowsStart: at})
 }
 
-// EventApplied marks an event on the run's charts.
+// EventApplied marks an event on the run's charts, and a scheduled one's
+// change on its link (the controls' are marked when they are applied).
 func (s *Server) EventApplied(ev results.Event) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if !ev.Manual && ev.Error == "" {
+		for _, te := range s.timeline {
+			if te.At.Duration == ev.At && te.Link == ev.Link && string(te.Action) == ev.Action && te.Detail() == ev.Detail {
+				s.linkChanged(te)
+				break
+			}
+		}
+	}
 	run := s.current
 	if run == nil || !run.Ended.IsZero() || len(run.Events) >= MaxEvents {
 		return
 	}
 	run.Events = append(run.Events, ev)
 	s.broadcast(Update{Type: UpdateEvent, Event: &ev})
+}
+
+// linkChanged applies an event to the topology and tells the clients
+// of the link's new state. s.mu is held.
+func (s *Server) linkChanged(ev topo.Event) {
+	if s.topology == nil || !s.topology.applyEvent(ev) {
+		return
+	}
+	l := *s.topology.link(ev.Link)
+	s.broadcast(Update{Type: UpdateLink, Link: &l})
+}
+
+// TopologyStarted shows a run's topology, placed, with its links as
+// configured and carrying nothing yet.
+func (s *Server) TopologyStarted(t *topo.Topology) {
+	top := newTopology(t)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.topology, s.timeline = top, slices.Clone(t.Timeline)
+	c := top.copy()
+	s.broadcast(Update{Type: UpdateTopology, Topology: c})
+}
+
+// LinksSampled takes a round of the emulated links' counters: each
+// link's load, sent to the clients at most every LoadsInterval.
+func (s *Server) LinksSampled(round []results.LinkSample) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.topology == nil || !s.topology.sample(round) || len(s.clients) == 0 {
+		return
+	}
+	if now := time.Now(); now.Sub(s.loadsSent) >= LoadsInterval {
+		s.loadsSent = now
+		s.broadcast(Update{Type: UpdateLoads, Loads: s.topology.loads()})
+	}
+}
+
+// ClaimsEvaluated shows the claims as the runs so far measure them.
+func (s *Server) ClaimsEvaluated(rs []claims.Result) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.claims = slices.Clone(rs)
+	s.broadcast(Update{Type: UpdateClaims, Claims: s.claims})
+}
+
+// ControlAvailable makes the controls apply events to the run under way
+// (nil: none now).
+func (s *Server) ControlAvailable(apply func(topo.Event) error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.control = apply
+	on := apply != nil
+	s.broadcast(Update{Type: UpdateControl, Control: &on})
 }
 
 // RunEnded ends the run's view with its error, events and fidelity, and
@@ -408,7 +495,10 @@ func (s *Server) State() State {
 func (s *Server) stateLocked() State {
 	st := State{Scenario: s.scenario, Progress: s.progress, Runs: append([]Summary{}, s.runs...),
 		RunsLeftOut: s.runsLeftOut, Disconnected: s.disconnected, Strays: s.strays,
-		MaxPoints: MaxPoints, MaxRuns: MaxRuns}
+		MaxPoints: MaxPoints, MaxRuns: MaxRuns, Claims: append([]claims.Result{}, s.claims...), Control: s.control != nil}
+	if s.topology != nil {
+		st.Topology = s.topology.copy()
+	}
 	if s.current != nil {
 		st.Current = s.current.copy()
 	}

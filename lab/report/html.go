@@ -8,6 +8,9 @@ import (
 	"strings"
 
 	"github.com/amptcp/amptcp/lab/results"
+
+	"github.com/amptcp/amptcp/internal/texttable"
+	"github.com/amptcp/amptcp/lab/claims"
 )
 
 // HTMLFile is the name of the report's page in its directory.
@@ -24,7 +27,7 @@ type pageData struct {
 }
 
 var page = template.Must(template.New("report").Funcs(template.FuncMap{
-	"number": number,
+	"number": texttable.Number,
 	"ci":     ciText,
 	"fidelityText": func(f *Fidelity) string {
 		if f == nil {
@@ -33,6 +36,8 @@ var page = template.Must(template.New("report").Funcs(template.FuncMap{
 		return fidelityText(f)
 	},
 	"variantOf": func(s *Summary, i int) VariantSummary { return s.Variants[i] },
+	// verdictClass is a verdict as a class name (NOT RUN: NOT).
+	"verdictClass": func(v claims.Verdict) string { return strings.Fields(string(v))[0] },
 }).Parse(`<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <title>amptcp lab report</title>
@@ -43,6 +48,10 @@ th, td { border: 1px solid #bbb; padding: 0.2em 0.6em; text-align: right; }
 th:first-child, td:first-child { text-align: left; }
 tr.flagged, td.flagged { background: #fdd; color: #a00; }
 tr.failed { background: #eee; color: #666; }
+td.PASS { background: #dfd; color: #060; font-weight: bold; }
+td.FAIL { background: #fdd; color: #a00; font-weight: bold; }
+td.NOT { background: #eee; color: #555; font-weight: bold; }
+td.text { text-align: left; }
 pre { background: #f4f4f4; padding: 0.5em; overflow-x: auto; }
 img { max-width: 100%; }
 </style></head><body>
@@ -59,6 +68,21 @@ img { max-width: 100%; }
 {{end}}</table>
 {{with .Results.Meta.ScenarioSource}}<details><summary>scenario file</summary><pre>{{.}}</pre></details>{{end}}
 {{with .Results.Meta.TopologySource}}<details><summary>topology file</summary><pre>{{.}}</pre></details>{{end}}
+
+{{with .Summary.Claims}}<h2>Claims</h2>
+<p>Each of the paper's results the scenario states: the value the runs measured (the verdict is on
+it), its 95 % confidence interval, the range the paper's figure accepts. NOT RUN says why.</p>
+<table class="claims">
+<tr><th>claim</th><th>verdict</th><th>value</th><th>95% CI</th><th>range</th><th>n</th><th>figure</th><th>what</th><th>the paper</th><th>note</th></tr>
+{{range .}}<tr><td>{{.ID}}</td><td class="{{verdictClass .Verdict}}">{{.Verdict}}</td><td>{{.ValueText}}</td><td>{{.IntervalText}}</td>
+<td>{{.Range}}</td><td>{{.N}}{{if .NOver}}/{{.NOver}}{{end}}</td><td>{{.Figure}}</td><td class="text">{{.What}} ({{.Unit}}){{with .P}}; Mann-Whitney p {{printf "%.3g" .}}{{end}}</td>
+<td class="text">{{.Says}}</td><td class="text">{{.Reason}}{{if and .Reason .Note}}; {{end}}{{.Note}}</td></tr>
+{{end}}</table>
+{{end}}{{with .Summary.ClaimsError}}<p>claims: {{.}}</p>{{end}}
+{{with .Results.Meta.Calibration}}<h2>Calibration</h2>
+<table><tr><th>link</th><th>param</th><th>found</th></tr>
+{{range .}}<tr><td>{{.Link}}{{with .Direction}} {{.}}{{end}}</td><td>{{.Param}}</td><td class="text">{{.}}</td></tr>
+{{end}}</table>{{end}}
 
 <h2>Summary</h2>
 <p>Median of the samples (one per flow, from runs without an error) and its 95 % confidence
@@ -80,7 +104,7 @@ missed the fidelity tolerances.</p>
 {{range .Results.Runs}}<tr{{if .Flagged}} class="flagged"{{else if .Error}} class="failed"{{end}}><td>{{.ID}}</td><td>{{.Variant.Name}}</td><td>{{.Repetition}}</td>
 <td>{{if not .Ended.IsZero}}{{.Ended.Sub .Started}}{{end}}</td>
 <td>{{if .Fidelity}}{{if .Fidelity.OK}}ok, p99 lateness {{.Fidelity.LatenessP99}}{{else}}MISSED: {{fidelityText .Fidelity}}{{end}}{{else}}not measured{{end}}</td>
-<td>{{.Error}}</td></tr>
+<td>{{.Error}}{{with .Skipped}}skipped: {{.}}{{end}}</td></tr>
 {{end}}</table>
 
 <h2>Plots</h2>

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/amptcp/amptcp/lab/iperf3"
+	"github.com/amptcp/amptcp/lab/results"
 	"github.com/amptcp/amptcp/lab/traffic"
 )
 
@@ -45,7 +46,7 @@ func TestIperf3Goodput(t *testing.T) {
 			t.Errorf("%s: %+v, want 2 samples, median %g", s.Metrics[i].Name, r.Stats, median)
 		}
 	}
-	if g := runGoodput(flowOutcomes(res.Records["001"])); !near(g, 9e6) {
+	if g := runGoodput(results.Flows(res.Records["001"])); !near(g, 9e6) {
 		t.Errorf("the run's goodput is %g bit/s, want the saturated flow's 9e6", g)
 	}
 	var text strings.Builder

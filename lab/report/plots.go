@@ -12,6 +12,9 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
+
+	"github.com/amptcp/amptcp/lab/results"
+	"github.com/amptcp/amptcp/lab/traffic"
 )
 
 // Plot is one plot written as a PNG file.
@@ -57,6 +60,14 @@ func WritePlots(dir string, res *Results, s *Summary) ([]Plot, error) {
 			}
 			if err := save(p, "throughput-"+fileName(run.ID)+".png"); err != nil {
 				return plots, err
+			}
+			if p, ok, err = sequencePlot(run, res); err != nil {
+				return plots, err
+			}
+			if ok {
+				if err := save(p, "sequence-"+fileName(run.ID)+".png"); err != nil {
+					return plots, err
+				}
 			}
 			if p, ok, err = linksPlot(run, res.Links[run.ID]); err != nil {
 				return plots, err
@@ -105,7 +116,7 @@ func WritePlots(dir string, res *Results, s *Summary) ([]Plot, error) {
 // throughputPlot draws a run's subflows' throughput over time; ok is
 // false when the run has no subflow samples.
 func throughputPlot(run *Run, res *Results) (*plot.Plot, bool, error) {
-	series := subflows(res.Records[run.ID])
+	series := results.Subflows(res.Records[run.ID])
 	origin := run.Origin()
 	if origin.IsZero() {
 		for _, s := range series {
@@ -121,7 +132,7 @@ func throughputPlot(run *Run, res *Results) (*plot.Plot, bool, error) {
 	p.Legend.Top = true
 	top, drawn := 0.0, 0
 	for _, s := range series {
-		xs, ys := s.throughput(origin)
+		xs, ys := s.Throughput(origin)
 		if len(xs) == 0 {
 			continue
 		}
@@ -150,6 +161,71 @@ func throughputPlot(run *Run, res *Results) (*plot.Plot, bool, error) {
 		return nil, false, err
 	}
 	// Room above the lines for the legend.
+	p.X.Min, p.Y.Min, p.Y.Max = 0, 0, top*1.25
+	return p, true, nil
+}
+
+// sequencePlot draws a run's data sequence: each flow's bytes at its
+// receiver over time, in order (a stall is a flat stretch, the burst
+// that fills a hole a step), and each subflow's acknowledged bytes,
+// dashed ([MPTCP-failures] Fig. 8); ok is false when the run has no
+// receiver samples.
+func sequencePlot(run *Run, res *Results) (*plot.Plot, bool, error) {
+	recs := res.Records[run.ID]
+	origin := run.Origin()
+	p := plot.New()
+	p.Title.Text = fmt.Sprintf("Data sequence, run %s (%s)", run.ID, run.Variant.Name())
+	p.X.Label.Text = "time since the run's start (s)"
+	p.Y.Label.Text = "MB in order at the receiver (subflows: acknowledged, dashed)"
+	p.Legend.Top = true
+	flows := map[string]plotter.XYs{}
+	var order []string
+	top := 0.0
+	for _, r := range recs {
+		if r.Kind != traffic.KindReceiver || r.Datagrams > 0 {
+			continue
+		}
+		if _, ok := flows[r.Flow]; !ok {
+			order = append(order, r.Flow)
+		}
+		mb := float64(r.BytesReceived) / 1e6
+		flows[r.Flow] = append(flows[r.Flow], plotter.XY{X: r.Time.Sub(origin).Seconds(), Y: mb})
+		top = max(top, mb)
+	}
+	if len(order) == 0 {
+		return nil, false, nil
+	}
+	drawn := 0
+	for _, f := range order {
+		l, err := plotter.NewLine(flows[f])
+		if err != nil {
+			return nil, false, fmt.Errorf("report: sequence of %s: %w", f, err)
+		}
+		l.Color, l.Width = plotutil.Color(drawn), vg.Points(2)
+		p.Add(l)
+		p.Legend.Add(f, l)
+		drawn++
+	}
+	for _, sf := range results.Subflows(recs) {
+		if sf.Key.Subflow == 0 {
+			continue // a TCP flow: its one "subflow" is the flow
+		}
+		pts := make(plotter.XYs, len(sf.Samples))
+		for i, r := range sf.Samples {
+			pts[i] = plotter.XY{X: r.Time.Sub(origin).Seconds(), Y: float64(r.BytesAcked) / 1e6}
+		}
+		l, err := plotter.NewLine(pts)
+		if err != nil {
+			return nil, false, fmt.Errorf("report: sequence of %s sf%d: %w", sf.Key.Flow, sf.Key.Subflow, err)
+		}
+		l.Color, l.Dashes = plotutil.Color(drawn), plotutil.Dashes(1)
+		p.Add(l)
+		p.Legend.Add(fmt.Sprintf("%s sf%d", sf.Key.Flow, sf.Key.Subflow), l)
+		drawn++
+	}
+	if err := addEvents(p, run, origin, top); err != nil {
+		return nil, false, err
+	}
 	p.X.Min, p.Y.Min, p.Y.Max = 0, 0, top*1.25
 	return p, true, nil
 }
@@ -333,8 +409,8 @@ func rttSpreadPlot(res *Results, s *Summary) (*plot.Plot, bool, error) {
 				continue
 			}
 			recs := res.Records[run.ID]
-			spread, ok := rttSpread(subflows(recs))
-			g := runGoodput(flowOutcomes(recs))
+			spread, ok := results.RTTSpread(results.Subflows(recs))
+			g := runGoodput(results.Flows(recs))
 			if !ok || g == 0 || math.IsInf(g, 0) {
 				continue
 			}

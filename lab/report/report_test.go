@@ -252,24 +252,24 @@ func near(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 }
 
 func TestFlowMeasures(t *testing.T) {
 	recs := runRecords(t0, time.Second, 40, 30*time.Millisecond)
-	series := subflows(recs)
+	series := results.Subflows(recs)
 	if len(series) != 2 || series[1].Remote != "10.2.0.2:5001" {
 		t.Fatalf("subflows %+v", series)
 	}
-	if spread, ok := rttSpread(series); !ok || spread != 30*time.Millisecond {
+	if spread, ok := results.RTTSpread(series); !ok || spread != 30*time.Millisecond {
 		t.Errorf("RTT spread %v, %v, want 30ms", spread, ok)
 	}
 	// 500 kB per 100 ms: 40 Mbit/s, nine intervals between ten samples.
-	xs, ys := series[0].throughput(t0)
+	xs, ys := series[0].Throughput(t0)
 	if len(xs) != 9 || !near(xs[0], 10.2) || !near(ys[0], 40e6) {
 		t.Errorf("throughput at %v: %v, want 9 points from 10.2 s at 40e6", xs, ys)
 	}
 	// The run's goodput: the saturated flow's; without it, the
 	// transfer's 1 MiB in 1 s.
-	if g := runGoodput(flowOutcomes(recs)); !near(g, 40e6) {
+	if g := runGoodput(results.Flows(recs)); !near(g, 40e6) {
 		t.Errorf("run goodput %g, want 40e6", g)
 	}
-	if g := runGoodput(flowOutcomes(recs[:2])); !near(g, 8<<20) {
+	if g := runGoodput(results.Flows(recs[:2])); !near(g, 8<<20) {
 		t.Errorf("run goodput of the transfer %g, want %d", g, 8<<20)
 	}
 }

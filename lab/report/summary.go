@@ -2,11 +2,12 @@ package report
 
 import (
 	"cmp"
-	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/amptcp/amptcp/lab/claims"
+	"github.com/amptcp/amptcp/lab/results"
 	"github.com/amptcp/amptcp/lab/traffic"
 )
 
@@ -14,6 +15,10 @@ import (
 type Summary struct {
 	Variants []VariantSummary `json:"variants"`
 	Metrics  []MetricSummary  `json:"metrics"`
+	// Claims are the scenario's claims as the results measure them
+	// (lab/claims); ClaimsError says why they could not be read.
+	Claims      []claims.Result `json:"claims,omitempty"`
+	ClaimsError string          `json:"claims_error,omitempty"`
 }
 
 // VariantSummary counts a variant's runs.
@@ -26,6 +31,10 @@ type VariantSummary struct {
 	// Flagged runs missed the fidelity tolerances; they are in the
 	// statistics (the median resists a few), marked, and counted here.
 	Flagged []string `json:"flagged,omitempty"`
+	// Skipped runs were not run: the variant needs what the machine
+	// lacked (SkipReason).
+	Skipped    []string `json:"skipped,omitempty"`
+	SkipReason string   `json:"skip_reason,omitempty"`
 }
 
 // MetricSummary is one metric over every variant.
@@ -84,12 +93,15 @@ func Summarize(res *Results) *Summary {
 		if run.Flagged() {
 			v.Flagged = append(v.Flagged, run.ID)
 		}
+		if run.Skipped != "" {
+			v.Skipped, v.SkipReason = append(v.Skipped, run.ID), run.Skipped
+		}
 	}
 	// A transfer's size is the most bytes any end of it counted in any
 	// run, so that a failed transfer still falls under its size.
 	sizes := map[string]uint64{}
 	for _, run := range res.Runs {
-		for _, f := range flowOutcomes(res.Records[run.ID]) {
+		for _, f := range results.Flows(res.Records[run.ID]) {
 			sizes[f.ID] = max(sizes[f.ID], f.Bytes)
 		}
 	}
@@ -116,7 +128,7 @@ func Summarize(res *Results) *Summary {
 			continue
 		}
 		name := run.Variant.Name()
-		for _, f := range flowOutcomes(res.Records[run.ID]) {
+		for _, f := range results.Flows(res.Records[run.ID]) {
 			var r *Row
 			switch f.Kind {
 			case traffic.Transfer:
@@ -137,7 +149,7 @@ func Summarize(res *Results) *Summary {
 			if f.Kind == traffic.Transfer {
 				add(r, f.Client.Completion.Seconds(), run.Flagged())
 			} else {
-				add(r, f.goodput()/1e6, run.Flagged())
+				add(r, f.Goodput()/1e6, run.Flagged())
 			}
 			if f.Receiver.Kind != 0 && f.Kind != traffic.Iperf3 { // iperf3 measures no jitter
 				j := row(metricOrder{group: 2, kind: f.Kind}, "jitter "+f.Kind.String(), "ms", name)
@@ -155,6 +167,12 @@ func Summarize(res *Results) *Summary {
 		return cmp.Or(cmp.Compare(a.order.group, b.order.group), cmp.Compare(a.order.size, b.order.size),
 			cmp.Compare(a.order.kind, b.order.kind))
 	})
+	list, err := claims.FromScenario([]byte(res.Meta.ScenarioSource))
+	if err != nil {
+		s.ClaimsError = err.Error()
+	} else if len(list) > 0 {
+		s.Claims = claims.Evaluate(res, list)
+	}
 	return s
 }
 
@@ -168,19 +186,4 @@ func byteSize(n uint64) string {
 	}
 	num := strings.TrimRight(strings.TrimRight(strconv.FormatFloat(v, 'f', 2, 64), "0"), ".")
 	return num + " " + units[u]
-}
-
-// number writes a value to three significant digits, without an
-// exponent for the ranges of seconds, Mbit/s and ms.
-func number(v float64) string {
-	switch a := max(v, -v); {
-	case a >= 100:
-		return strconv.FormatFloat(v, 'f', 0, 64)
-	case a >= 10:
-		return strconv.FormatFloat(v, 'f', 1, 64)
-	case a >= 1:
-		return strconv.FormatFloat(v, 'f', 2, 64)
-	default:
-		return fmt.Sprintf("%.3g", v)
-	}
 }

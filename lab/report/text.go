@@ -6,7 +6,9 @@ import (
 	"io"
 	"strconv"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/amptcp/amptcp/internal/texttable"
+	"github.com/amptcp/amptcp/lab/claims"
 )
 
 // WriteText prints the summary: a table per metric of every variant's
@@ -28,7 +30,7 @@ func WriteText(w io.Writer, res *Results, s *Summary) error {
 			v := s.Variants[i]
 			cells := []string{r.Variant, strconv.Itoa(r.N), "-", "-", "-", strconv.Itoa(v.Runs), strconv.Itoa(len(v.Failed)), strconv.Itoa(len(v.Flagged))}
 			if r.N > 0 {
-				cells[2], cells[3], cells[4] = number(r.Median), ciText(r.Stats), number(r.Mean)
+				cells[2], cells[3], cells[4] = texttable.Number(r.Median), ciText(r.Stats), texttable.Number(r.Mean)
 			}
 			if r.FailedFlows > 0 {
 				cells[6] += fmt.Sprintf(" +%d flow%s", r.FailedFlows, plural(r.FailedFlows))
@@ -38,11 +40,13 @@ func WriteText(w io.Writer, res *Results, s *Summary) error {
 			}
 			rows = append(rows, cells)
 		}
-		b.WriteString(table(rows, []bool{false, true, true, false, true, true, false, false}))
+		b.WriteString(texttable.Format(rows, []bool{false, true, true, false, true, true, false, false}))
 	}
 	var notes []string
 	for _, run := range res.Runs {
 		switch {
+		case run.Skipped != "":
+			notes = append(notes, fmt.Sprintf("  %s (%s): skipped: %s", run.ID, run.Variant.Name(), run.Skipped))
 		case run.Error != "":
 			notes = append(notes, fmt.Sprintf("  %s (%s): failed: %s", run.ID, run.Variant.Name(), firstLine(run.Error)))
 		case run.Flagged():
@@ -50,7 +54,19 @@ func WriteText(w io.Writer, res *Results, s *Summary) error {
 		}
 	}
 	if len(notes) > 0 {
-		b.WriteString("\nruns left out (failed) or flagged (missed fidelity, still counted):\n" + strings.Join(notes, "\n") + "\n")
+		b.WriteString("\nruns left out (skipped, failed) or flagged (missed fidelity, still counted):\n" + strings.Join(notes, "\n") + "\n")
+	}
+	for _, c := range res.Meta.Calibration {
+		fmt.Fprintf(&b, "\ncalibration of %s %s: %s\n", c.Link, c.Param, c)
+	}
+	if s.ClaimsError != "" {
+		fmt.Fprintf(&b, "\nclaims: %s\n", s.ClaimsError)
+	}
+	if len(s.Claims) > 0 {
+		b.WriteString("\n")
+		if err := claims.WriteTable(&b, s.Claims); err != nil {
+			return err
+		}
 	}
 	b.WriteString("\nn: samples (flows) from runs without an error; the interval is the median's, from order statistics\n")
 	b.WriteString("  (none below 6 samples); failed +N flows: flows that ended with an error; flagged !: samples from\n")
@@ -76,7 +92,7 @@ func ciText(s Stats) string {
 	if s.CILow == nil {
 		return "n<6"
 	}
-	return "(" + number(*s.CILow) + "-" + number(*s.CIHigh) + ")"
+	return "(" + texttable.Number(*s.CILow) + "-" + texttable.Number(*s.CIHigh) + ")"
 }
 
 // fidelityText says which paths missed, and the emulator's lateness.
@@ -89,33 +105,6 @@ func fidelityText(f *Fidelity) string {
 	}
 	parts = append(parts, "p99 lateness "+f.LatenessP99.String())
 	return strings.Join(parts, "; ")
-}
-
-// table lays out rows in columns as wide as their widest cell (in
-// runes), indented and apart by two spaces, right-aligned where right says so,
-// without trailing spaces.
-func table(rows [][]string, right []bool) string {
-	widths := make([]int, len(rows[0]))
-	for _, r := range rows {
-		for i, c := range r {
-			widths[i] = max(widths[i], utf8.RuneCountInString(c))
-		}
-	}
-	var b strings.Builder
-	for _, r := range rows {
-		var line strings.Builder
-		for i, c := range r {
-			pad := strings.Repeat(" ", widths[i]-utf8.RuneCountInString(c))
-			line.WriteString("  ")
-			if right[i] {
-				line.WriteString(pad + c)
-			} else {
-				line.WriteString(c + pad)
-			}
-		}
-		b.WriteString(strings.TrimRight(line.String(), " ") + "\n")
-	}
-	return b.String()
 }
 
 func plural(n int) string {

@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -47,6 +48,64 @@ type Meta struct {
 	Version        string    `json:"version"` // amptcp's
 	Started        time.Time `json:"started"`
 	Settings       Settings  `json:"settings"`
+	// Short says that the scenario's short version ran.
+	Short bool `json:"short,omitempty"`
+	// Calibration is what the calibration phase found, before the runs.
+	Calibration []Calibration `json:"calibration,omitempty"`
+}
+
+// Calibration is a link parameter fitted before the runs so that a
+// single-path TCP flow reaches the paper's goodput.
+type Calibration struct {
+	Link      string `json:"link"`
+	Direction string `json:"direction,omitempty"`
+	Param     string `json:"param"` // loss or rate
+	// Target is the paper's goodput (bit/s), Figure where it says so,
+	// Tolerance the share the mean may miss it by.
+	Target    float64 `json:"target_bps"`
+	Figure    string  `json:"figure"`
+	Tolerance float64 `json:"tolerance"`
+	// Steps are the values tried, in order; Value the one the runs use
+	// (the last within the tolerance, else the nearest), Met whether it
+	// was within.
+	Steps []CalibrationStep `json:"steps"`
+	Value float64           `json:"value"`
+	Met   bool              `json:"met"`
+	Error string            `json:"error,omitempty"`
+}
+
+// String says what a calibration found: "loss 0.00123 gives 1.58
+// Mbit/s, within 15 % of the target 1.6 Mbit/s (Fig. 5a), after 4 steps".
+func (c Calibration) String() string {
+	if c.Error != "" {
+		return "failed: " + c.Error
+	}
+	if len(c.Steps) == 0 {
+		return "no step"
+	}
+	st := c.Steps[len(c.Steps)-1]
+	for _, s := range c.Steps {
+		if s.Value == c.Value {
+			st = s
+		}
+	}
+	met := "within"
+	if !c.Met {
+		met = "NOT within"
+	}
+	value := fmt.Sprintf("rate %.3g Mbit/s", c.Value/1e6)
+	if c.Param == "loss" {
+		value = "loss " + strconv.FormatFloat(c.Value, 'g', 3, 64)
+	}
+	return fmt.Sprintf("%s gives %.3g Mbit/s, %s %.0f %% of the target %.3g Mbit/s (%s), after %d steps",
+		value, st.Mean/1e6, met, 100*c.Tolerance, c.Target/1e6, c.Figure, len(c.Steps))
+}
+
+// CalibrationStep is one value tried: the goodput of each flow at it.
+type CalibrationStep struct {
+	Value   float64   `json:"value"`
+	Goodput []float64 `json:"goodput_bps"`
+	Mean    float64   `json:"mean_bps"`
 }
 
 // Settings are the runner's.
@@ -116,6 +175,10 @@ type Run struct {
 	// failed, it was interrupted); empty for a good run. A report leaves
 	// a failed run's records out of its statistics.
 	Error string `json:"error,omitempty"`
+	// Skipped says why the run was not run: its variant needs what the
+	// machine lacks (a congestion control, an MPTCP scheduler, a router
+	// feature). It has no records, and is no failure.
+	Skipped string `json:"skipped,omitempty"`
 	// Events are the timeline events of the run, with when they were
 	// really applied; EventsNote says why they were not, if they were not.
 	Events     []Event `json:"events"`
@@ -151,11 +214,18 @@ type Event struct {
 	Applied      time.Time     `json:"applied,omitzero"`
 	Link         string        `json:"link"`
 	Action       string        `json:"action"`
-	Error        string        `json:"error,omitempty"`
+	// Detail says what a set changed ("delay 30ms, loss 1%") and which
+	// end went down or up ("end a").
+	Detail string `json:"detail,omitempty"`
+	// Manual marks an event applied by hand during the run (the live
+	// view's controls), not from the scenario.
+	Manual bool   `json:"manual,omitempty"`
+	Error  string `json:"error,omitempty"`
 }
 
-// Label is the event as a plot's legend shows it: "l2 down".
-func (e Event) Label() string { return strings.TrimSpace(e.Link + " " + e.Action) }
+// Label is the event as a plot's legend shows it: "l2 down", "l2 set
+// delay 30ms".
+func (e Event) Label() string { return strings.TrimSpace(e.Link + " " + e.Action + " " + e.Detail) }
 
 // Fidelity is how well the emulator met its configuration in a run.
 type Fidelity struct {
@@ -174,10 +244,18 @@ type PathFidelity struct {
 	RTTWant time.Duration `json:"rtt_want_ns"`
 	RTT     time.Duration `json:"rtt_ns"`
 	// RTTBase is the RTT measured with the path's delays set to zero.
-	RTTBase  time.Duration `json:"rtt_base_ns"`
-	RateWant float64       `json:"rate_want_bps"`
-	Rate     float64       `json:"rate_bps"`
-	OK       bool          `json:"ok"`
+	RTTBase time.Duration `json:"rtt_base_ns"`
+	// RateWant is the payload rate the data's bottleneck link should
+	// deliver, Rate what it delivered while a single TCP flow filled it,
+	// and Goodput what that flow's receiver got (recorded, not judged:
+	// TCP's in-order delivery stalls and bursts at each loss).
+	RateWant float64 `json:"rate_want_bps"`
+	Rate     float64 `json:"rate_bps"`
+	Goodput  float64 `json:"goodput_bps,omitempty"`
+	// RateNote says why the rate was not judged (a lossy path, a queue
+	// below the bandwidth-delay product), if it was not.
+	RateNote string `json:"rate_note,omitempty"`
+	OK       bool   `json:"ok"`
 }
 
 // String says what was measured against what: "c>s via p1 a-to-b,
@@ -185,9 +263,18 @@ type PathFidelity struct {
 // 3.80 of 3.76 Mbit/s".
 func (p PathFidelity) String() string {
 	us := func(d time.Duration) time.Duration { return d.Round(time.Microsecond) }
-	return fmt.Sprintf("%s: RTT %v of %v configured (%v without the delays), %.2f of %.2f Mbit/s",
+	s := fmt.Sprintf("%s: RTT %v of %v configured (%v without the delays), %.2f of %.2f Mbit/s",
 		p.Name, us(p.RTT), us(p.RTTWant), us(p.RTTBase), p.Rate/1e6, p.RateWant/1e6)
+	if p.RateNote != "" {
+		s += " (" + p.RateNote + ")"
+	}
+	return s
 }
+
+// NotConnected starts the error of a flow's result when its client did
+// not connect within the flow's connect-timeout: an outcome measured (the
+// claims' connected metric), not a failure of the run.
+const NotConnected = "not connected"
 
 // Record is a lab/traffic record of a run: a line of records.jsonl, the
 // record's JSON with the run's ID first.

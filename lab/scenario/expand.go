@@ -28,8 +28,9 @@ type PMSetting struct {
 // lab's hosts have it as `ip mptcp limits`), plus the first.
 const maxSubflows = 9
 
-// ParsePM reads a pm value: amptcp, fullmesh, default, tcp, "subflows N"
-// or "ndiffports N".
+// ParsePM reads a pm value: amptcp, fullmesh, default, tcp, "subflows
+// N", "ndiffports N", binder (a subflow per gateway of the site) or
+// "binder N".
 func ParsePM(s string) (PMSetting, error) {
 	f := strings.Fields(s)
 	if len(f) > 1 && f[len(f)-1] == "backup" && f[0] != "tcp" {
@@ -40,34 +41,59 @@ func ParsePM(s string) (PMSetting, error) {
 	switch {
 	case len(f) == 1 && f[0] == "tcp":
 		return PMSetting{Policy: pm.PolicyDefault, TCP: true}, nil
-	case len(f) == 1 && slices.Contains([]pm.Policy{pm.PolicyAMPTCP, pm.PolicyFullmesh, pm.PolicyDefault}, pm.Policy(f[0])):
+	case len(f) == 1 && slices.Contains([]pm.Policy{pm.PolicyAMPTCP, pm.PolicyFullmesh, pm.PolicyDefault, pm.PolicyBinder}, pm.Policy(f[0])):
 		return PMSetting{Policy: pm.Policy(f[0])}, nil
-	case len(f) == 2 && (f[0] == string(pm.PolicySubflows) || f[0] == string(pm.PolicyNdiffports)):
+	case len(f) == 2 && slices.Contains([]pm.Policy{pm.PolicySubflows, pm.PolicyNdiffports, pm.PolicyBinder}, pm.Policy(f[0])):
 		n, err := strconv.Atoi(f[1])
 		if err != nil || n < 1 || n > maxSubflows {
 			return PMSetting{}, fmt.Errorf("%q: the number of subflows is 1 to %d", s, maxSubflows)
 		}
 		return PMSetting{Policy: pm.Policy(f[0]), Subflows: n}, nil
 	}
-	return PMSetting{}, fmt.Errorf("%q is not one of amptcp, subflows N, fullmesh, ndiffports N, default, tcp (any but tcp may end with backup)", s)
+	return PMSetting{}, fmt.Errorf("%q is not one of amptcp, subflows N, fullmesh, ndiffports N, binder, binder N, default, tcp (any but tcp may end with backup)", s)
 }
 
 // TopologyFor is the topology of a variant's runs: named after the
-// scenario, and with the variant's path manager on the hosts that open
-// stream flows (their other pm settings kept), and the variant's events as its
-// timeline. The scenario's topology is not changed.
+// scenario, with the variant's path manager on the hosts that open
+// stream flows (their other pm settings kept), its ELPs, binding and
+// scheduler, the calibrated links' values, and the variant's events as
+// its timeline. The scenario's topology is not changed.
 func (s *Scenario) TopologyFor(v Variant) *topo.Topology {
 	t := *s.Topo
 	t.Name = s.Name
 	t.Nodes = slices.Clone(s.Topo.Nodes)
+	t.Sites = slices.Clone(s.Topo.Sites)
+	t.Links = slices.Clone(s.Topo.Links)
 	t.Timeline = s.Events(v) // for the record: the runner applies them
+	if val := v.Get(DimELPs); val != "" {
+		n, _ := strconv.Atoi(val) // validated
+		for i := range t.Sites {
+			if len(t.Sites[i].ELPs) > 0 {
+				t.Sites[i].ELPs = t.Sites[i].ELPs[:n:n]
+			}
+		}
+	}
+	if val := v.Get(DimBinding); val != "" {
+		for i := range t.Nodes {
+			if t.Nodes[i].Role == topo.RoleXTR {
+				t.Nodes[i].MPTCPSubflows = Bindings[val]
+				if val == "port-sum" {
+					t.Nodes[i].PathSelection = "port-sum"
+				}
+			}
+		}
+	}
+	if val := v.Get(DimScheduler); val != "" {
+		t.Hosts.Scheduler = val
+	}
+	s.applyCalibrated(&t)
 	val := v.Get(DimPM)
 	if val == "" {
 		return &t
 	}
 	setting, _ := ParsePM(val) // validated
 	clients := map[string]bool{}
-	for _, f := range s.pairs() {
+	for _, f := range s.pairs(v) {
 		clients[f.From] = clients[f.From] || f.Kind != KindBackground
 	}
 	for i := range t.Nodes {
@@ -101,12 +127,20 @@ func (s *Scenario) Events(v Variant) []topo.Event {
 	return evs
 }
 
-// pairs are the scenario's flows with each all-to-all flow expanded into
+// flows are a variant's flows: the scenario's, and its flow set's.
+func (s *Scenario) flows(v Variant) []Flow {
+	if set := v.Get(DimFlows); set != "" {
+		return append(slices.Clone(s.Flows), s.FlowSets[set]...)
+	}
+	return s.Flows
+}
+
+// pairs are a variant's flows with each all-to-all flow expanded into
 // its flows, one per ordered pair of its hosts, named by lab/traffic's
 // AllToAll.
-func (s *Scenario) pairs() []Flow {
+func (s *Scenario) pairs(v Variant) []Flow {
 	var out []Flow
-	for _, f := range s.Flows {
+	for _, f := range s.flows(v) {
 		if f.Between == nil {
 			out = append(out, f)
 			continue
@@ -167,7 +201,7 @@ func (s *Scenario) Plan(v Variant) []Planned {
 	if s.Sizes != nil {
 		sizes, _ = s.Sizes.Bytes()
 	}
-	flows := s.pairs()
+	flows := s.pairs(v)
 	out := make([]Planned, len(flows))
 	for i, f := range flows {
 		p := Planned{Flow: f, Port: BasePort + i}
@@ -185,13 +219,13 @@ func (s *Scenario) Plan(v Variant) []Planned {
 		case KindTransfer:
 			base.Kind = traffic.Transfer
 			if f.Size != "" {
-				base.Bytes, _ = ParseSize(f.Size)
+				base.Bytes, _ = topo.ParseSize(f.Size)
 				p.Traffic = []traffic.Flow{base}
 				break
 			}
 			for _, n := range sizes {
 				t := base
-				t.ID, t.Bytes = f.Name+"/"+FormatSize(n), n
+				t.ID, t.Bytes = f.Name+"/"+topo.FormatSize(n), n
 				p.Traffic = append(p.Traffic, t)
 			}
 		case KindSaturated:

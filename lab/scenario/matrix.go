@@ -2,8 +2,11 @@ package scenario
 
 import (
 	"fmt"
+	"slices"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/amptcp/amptcp/lab/topo"
 )
 
 // Sizes are the sizes of a transfer series: a list ([256KiB, 1MiB]) or
@@ -52,7 +55,7 @@ func (z *Sizes) Bytes() ([]int64, []error) {
 	var errs []error
 	if len(z.List) > 0 {
 		for i, s := range z.List {
-			n, err := ParseSize(s)
+			n, err := topo.ParseSize(s)
 			if err != nil {
 				errs = append(errs, fieldErr(fmt.Sprintf("sizes[%d]", i), "%v", err))
 			}
@@ -60,11 +63,11 @@ func (z *Sizes) Bytes() ([]int64, []error) {
 		}
 		return out, errs
 	}
-	first, err := ParseSize(z.First)
+	first, err := topo.ParseSize(z.First)
 	if err != nil {
 		errs = append(errs, fieldErr("sizes.first", "%v", err))
 	}
-	step, err := ParseSize(z.Step)
+	step, err := topo.ParseSize(z.Step)
 	if err != nil {
 		errs = append(errs, fieldErr("sizes.step", "%v", err))
 	}
@@ -84,8 +87,8 @@ func (z *Sizes) Bytes() ([]int64, []error) {
 // experiment.
 const maxSeries = 1000
 
-// Dimension is one axis of the matrix: its name (pm, cc, failure) and
-// its values, in the file's order.
+// Dimension is one axis of the matrix: its name (pm, cc, failure, ...)
+// and its values, in the file's order.
 type Dimension struct {
 	Name   string
 	Values []string
@@ -93,41 +96,124 @@ type Dimension struct {
 
 // The dimensions a matrix may have.
 const (
+	// DimMode names a variant, as a paper names its modes (SD, SL2): it
+	// sets nothing, and claims select variants by it.
+	DimMode = "mode"
 	// DimPM is the path manager of the hosts that open stream flows: amptcp,
-	// "subflows N", fullmesh, "ndiffports N", default, or tcp (plain TCP
-	// flows, the hosts' path manager at default).
+	// "subflows N", fullmesh, "ndiffports N", binder, "binder N",
+	// default, or tcp (plain TCP flows, the hosts' path manager at
+	// default).
 	DimPM = "pm"
 	// DimCC is the congestion control of every stream flow.
 	DimCC = "cc"
 	// DimFailure names a set of timeline events: one of the scenario's
 	// failures, "timeline" (the topology's), or "none".
 	DimFailure = "failure"
+	// DimFlows names a flow set: the flows of flow-sets that run beside
+	// the scenario's flows.
+	DimFlows = "flows"
+	// DimELPs is how many of its ELPs each site that has some registers
+	// (its first N; 0: its RLOCs instead).
+	DimELPs = "elps"
+	// DimBinding is how every xTR puts MPTCP subflows on paths: port-sum
+	// (the hosts' source ports choose, mptcp-subflows off), stateless
+	// (the ITR binds each, mptcp-subflows bind) or stateful (the ETR
+	// chooses, mptcp-subflows bind-stateful) ([LISP-TE] §III).
+	DimBinding = "binding"
+	// DimScheduler is the hosts' MPTCP packet scheduler.
+	DimScheduler = "scheduler"
 )
 
-// Variants is the matrix: dimensions in the file's order.
-type Variants []Dimension
+// Dimensions are the dimensions a matrix may have, in the order of a
+// variant's name.
+var Dimensions = []string{DimMode, DimPM, DimCC, DimFailure, DimFlows, DimELPs, DimBinding, DimScheduler}
+
+// The values of the binding dimension.
+var Bindings = map[string]string{"port-sum": "off", "stateless": "bind", "stateful": "bind-stateful"}
+
+// Variants is the matrix: a mapping of dimensions to their values (every
+// combination is a variant), or a list of such mappings, all with the
+// same dimensions, whose variants are run in turn (a paper's modes, each
+// its own combination).
+type Variants struct {
+	// Dims are the dimensions, in the file's order, each with every
+	// value any of the matrices gives it.
+	Dims []Dimension
+	// matrices are the file's mappings, each with the dimensions of
+	// Dims in Dims' order.
+	matrices [][]Dimension
+}
 
 // UnmarshalYAML keeps the dimensions in the file's order, which sets the
 // order of the runs.
 func (v *Variants) UnmarshalYAML(n *yaml.Node) error {
-	if n.Kind != yaml.MappingNode {
-		return fmt.Errorf("line %d: variants: a mapping of dimensions (pm, cc, failure) to lists of values", n.Line)
-	}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		d := Dimension{Name: n.Content[i].Value}
-		if err := n.Content[i+1].Decode(&d.Values); err != nil {
-			return fmt.Errorf("variants.%s: %w", d.Name, err)
+	mapping := func(m *yaml.Node) ([]Dimension, error) {
+		if m.Kind != yaml.MappingNode {
+			return nil, fmt.Errorf("line %d: variants: a mapping of dimensions (pm, cc, failure, ...) to lists of values, or a list of such mappings", m.Line)
 		}
-		*v = append(*v, d)
+		var dims []Dimension
+		for i := 0; i+1 < len(m.Content); i += 2 {
+			d := Dimension{Name: m.Content[i].Value}
+			val := m.Content[i+1]
+			var err error
+			if val.Kind == yaml.ScalarNode {
+				d.Values = []string{val.Value}
+			} else {
+				err = val.Decode(&d.Values)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("variants.%s: %w", d.Name, err)
+			}
+			dims = append(dims, d)
+		}
+		return dims, nil
+	}
+	items := []*yaml.Node{n}
+	if n.Kind == yaml.SequenceNode {
+		items = n.Content
+	}
+	for i, item := range items {
+		dims, err := mapping(item)
+		if err != nil {
+			return err
+		}
+		if i > 0 && !sameNames(dims, v.matrices[0]) {
+			return fmt.Errorf("line %d: variants[%d] has other dimensions than variants[0]: every mapping of the list names the same ones", item.Line, i)
+		}
+		v.matrices = append(v.matrices, dims)
+		for _, d := range dims {
+			u := v.Dimension(d.Name)
+			if u == nil {
+				v.Dims = append(v.Dims, Dimension{Name: d.Name})
+				u = &v.Dims[len(v.Dims)-1]
+			}
+			for _, val := range d.Values {
+				if !slices.Contains(u.Values, val) {
+					u.Values = append(u.Values, val)
+				}
+			}
+		}
 	}
 	return nil
 }
 
+func sameNames(a, b []Dimension) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for _, d := range a {
+		if !slices.ContainsFunc(b, func(e Dimension) bool { return e.Name == d.Name }) {
+			return false
+		}
+	}
+	return true
+}
+
 // Dimension returns the named dimension, or nil.
-func (v Variants) Dimension(name string) *Dimension {
-	for i := range v {
-		if v[i].Name == name {
-			return &v[i]
+func (v *Variants) Dimension(name string) *Dimension {
+	for i := range v.Dims {
+		if v.Dims[i].Name == name {
+			return &v.Dims[i]
 		}
 	}
 	return nil
@@ -176,20 +262,36 @@ func (v Variant) String() string {
 	return string(b)
 }
 
-// Matrix returns every variant, the first dimension varying slowest; a
-// scenario without dimensions has one, empty variant.
-func (v Variants) Matrix() []Variant {
-	out := []Variant{nil}
-	for _, d := range v {
-		var next []Variant
-		for _, prefix := range out {
-			for _, val := range d.Values {
-				next = append(next, append(append(Variant(nil), prefix...), Setting{d.Name, val}))
+// Matrix returns every variant: of each mapping in turn, every
+// combination, the first dimension varying slowest (a variant two
+// mappings give runs once); a scenario without dimensions has one,
+// empty variant.
+func (v *Variants) Matrix() []Variant {
+	if len(v.matrices) == 0 {
+		return []Variant{nil}
+	}
+	var all []Variant
+	seen := map[string]bool{}
+	for _, m := range v.matrices {
+		out := []Variant{nil}
+		for _, d := range v.Dims {
+			i := slices.IndexFunc(m, func(e Dimension) bool { return e.Name == d.Name })
+			var next []Variant
+			for _, prefix := range out {
+				for _, val := range m[i].Values {
+					next = append(next, append(append(Variant(nil), prefix...), Setting{d.Name, val}))
+				}
+			}
+			out = next
+		}
+		for _, x := range out {
+			if !seen[x.String()] {
+				seen[x.String()] = true
+				all = append(all, x)
 			}
 		}
-		out = next
 	}
-	return out
+	return all
 }
 
 // Run is one run of the experiment: a variant at a repetition.

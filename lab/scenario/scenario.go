@@ -13,10 +13,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
+	"gopkg.in/yaml.v3"
+
 	"github.com/amptcp/amptcp/config"
+	"github.com/amptcp/amptcp/lab/claims"
 	"github.com/amptcp/amptcp/lab/topo"
 )
 
@@ -30,13 +32,31 @@ type Scenario struct {
 	// scenario's directory.
 	Topology string `yaml:"topology"`
 	Flows    []Flow `yaml:"flows"`
+	// FlowSets are named sets of flows, for the flows dimension: a run
+	// has the scenario's flows and its variant's set.
+	FlowSets map[string][]Flow `yaml:"flow-sets"`
 	// Sizes are the transfers of a transfer flow that gives no size.
 	Sizes *Sizes `yaml:"sizes"`
 	// Variants is the matrix of variants, by dimension.
 	Variants Variants `yaml:"variants"`
-	// Failures are named sets of timeline events, for the failure
-	// dimension.
-	Failures map[string][]topo.Event `yaml:"failures"`
+	// FailureSpecs are named failures, for the failure dimension: each a
+	// list of timeline events or a pattern of them (Failure); Failures
+	// are their events.
+	FailureSpecs map[string]Failure      `yaml:"failures"`
+	Failures     map[string][]topo.Event `yaml:"-"`
+	// Calibrate fits link parameters before the runs (Calibration).
+	Calibrate []Calibration `yaml:"calibrate"`
+	// Claims are the paper's results the experiment checks.
+	Claims []claims.Claim `yaml:"claims"`
+	// Short, in the file, is what the short version changes (Parse with
+	// short true applies it); Short is true once it was applied.
+	ShortSpec yaml.Node `yaml:"short"`
+	Short     bool      `yaml:"-"`
+
+	// calibrated are the values the runner's calibration found.
+	calibrated []Calibrated
+	// fullVariants are the full version's variants, in a short one.
+	fullVariants *Variants
 	// Repetitions of every variant (1 when left out).
 	Repetitions int `yaml:"repetitions"`
 	// Timeout bounds a run's flows (DefaultTimeout when left out).
@@ -109,29 +129,59 @@ type Flow struct {
 	Rate string `yaml:"rate"`
 	// At is when the flow starts, from the start of the run (0).
 	At config.Duration `yaml:"at"`
+	// FromLink and ToLink choose the addresses of a host with several
+	// links: the client's source address is its address on FromLink,
+	// the server's the To host's address on ToLink (their first links'
+	// when left out).
+	FromLink string `yaml:"from-link"`
+	ToLink   string `yaml:"to-link"`
+	// ConnectTimeout, if set, makes a flow that does not connect within
+	// it an outcome (results.NotConnected, the claims' connected metric)
+	// rather than a failure of the run.
+	ConnectTimeout *config.Duration `yaml:"connect-timeout"`
 }
 
 // Load reads a scenario file and the topology it names, and validates
-// both.
-func Load(path string) (*Scenario, error) {
+// both: the full version of the scenario.
+func Load(path string) (*Scenario, error) { return LoadVersion(path, false) }
+
+// LoadVersion loads the scenario's full version, or its short one (the
+// file's short: block applied).
+func LoadVersion(path string, short bool) (*Scenario, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	s, err := Parse(data, filepath.Dir(path))
+	s, err := ParseVersion(data, filepath.Dir(path), short)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return s, nil
 }
 
-// Parse decodes a scenario strictly, loads its topology from dir (the
-// directory relative paths start from), and validates it; the error
-// lists every problem with its path.
-func Parse(data []byte, dir string) (*Scenario, error) {
+// Parse decodes a scenario's full version strictly, loads its topology
+// from dir (the directory relative paths start from), and validates it;
+// the error lists every problem with its path.
+func Parse(data []byte, dir string) (*Scenario, error) { return ParseVersion(data, dir, false) }
+
+// ParseVersion parses the full version, or the short one.
+func ParseVersion(data []byte, dir string, short bool) (*Scenario, error) {
 	var s Scenario
 	if err := config.Decode(data, &s); err != nil {
 		return nil, err
+	}
+	if short {
+		if s.ShortSpec.Kind == 0 {
+			return nil, config.Errors{{Path: "short", Msg: "missing: this scenario has no short version"}}
+		}
+		full := s.Variants
+		var err error
+		if s, err = applyShort(data, s.ShortSpec); err != nil {
+			return nil, err
+		}
+		// The claims are the full version's: one on a variant the short
+		// version leaves out is not run, not wrong.
+		s.fullVariants = &full
 	}
 	s.Source = data
 	if s.Topology == "" {
@@ -168,8 +218,28 @@ func (s *Scenario) Defaults() {
 	if s.Timeout == nil {
 		s.Timeout = &config.Duration{Duration: DefaultTimeout}
 	}
-	for i := range s.Flows {
-		f := &s.Flows[i]
+	flowDefaults(s.Flows)
+	for _, set := range s.FlowSets {
+		flowDefaults(set)
+	}
+	for i := range s.Calibrate {
+		s.Calibrate[i].defaults()
+	}
+	s.Failures = map[string][]topo.Event{}
+	for name, f := range s.FailureSpecs {
+		evs := f.Expand()
+		for i := range evs {
+			if evs[i].Action == "" {
+				evs[i].Action = topo.ActionSet
+			}
+		}
+		s.Failures[name] = evs
+	}
+}
+
+func flowDefaults(flows []Flow) {
+	for i := range flows {
+		f := &flows[i]
 		if f.Kind == KindBackground {
 			continue
 		}
@@ -180,47 +250,4 @@ func (s *Scenario) Defaults() {
 			f.Protocol = "mptcp"
 		}
 	}
-	for name, evs := range s.Failures {
-		for i := range evs {
-			if evs[i].Action == "" {
-				evs[i].Action = topo.ActionSet
-			}
-		}
-		s.Failures[name] = evs
-	}
-}
-
-// ParseSize reads a size in bytes: "1048576", "256KiB", "1MiB", "5MB",
-// "1GiB" (KB, MB, GB are powers of 1000; the unit's case does not
-// matter).
-func ParseSize(s string) (int64, error) {
-	units := []struct {
-		suffix string
-		mult   int64
-	}{{"gib", 1 << 30}, {"mib", 1 << 20}, {"kib", 1 << 10}, {"gb", 1e9}, {"mb", 1e6}, {"kb", 1e3}, {"b", 1}, {"", 1}}
-	lower := strings.ToLower(strings.TrimSpace(s))
-	for _, u := range units {
-		if num, ok := strings.CutSuffix(lower, u.suffix); ok {
-			var n int64
-			if _, err := fmt.Sscanf(strings.TrimSpace(num), "%d", &n); err != nil || n <= 0 || n > (1<<50)/u.mult ||
-				fmt.Sprint(n) != strings.TrimSpace(num) {
-				break
-			}
-			return n * u.mult, nil
-		}
-	}
-	return 0, fmt.Errorf("%q is not a size like 256KiB, 1MiB or 5MB", s)
-}
-
-// FormatSize writes a size the shortest exact way: 256KiB, 3MiB, 1000B.
-func FormatSize(n int64) string {
-	switch {
-	case n > 0 && n%(1<<30) == 0:
-		return fmt.Sprintf("%dGiB", n>>30)
-	case n > 0 && n%(1<<20) == 0:
-		return fmt.Sprintf("%dMiB", n>>20)
-	case n > 0 && n%(1<<10) == 0:
-		return fmt.Sprintf("%dKiB", n>>10)
-	}
-	return fmt.Sprintf("%dB", n)
 }

@@ -31,6 +31,8 @@ func docFiles(t *testing.T) string {
 		switch {
 		case strings.Contains(m[1], "\nnodes:"):
 			name = "lab.yaml"
+		case strings.Contains(m[1], "\nflows:") && strings.Contains(m[1], "\nclaims:"):
+			name = "claims.yaml"
 		case strings.Contains(m[1], "\nflows:"):
 			name = "experiment.yaml"
 		default:
@@ -41,10 +43,28 @@ func docFiles(t *testing.T) string {
 			t.Fatal(err)
 		}
 	}
-	if found != 2 {
-		t.Fatalf("docs/lab.md: %d of the topology and scenario examples", found)
+	if found != 3 {
+		t.Fatalf("docs/lab.md: %d of the topology, scenario and claims examples", found)
 	}
 	return filepath.Join(dir, "experiment.yaml")
+}
+
+// TestDocClaimsExample loads docs/lab.md's scenario with claims, both
+// versions, and checks the claims it states.
+func TestDocClaimsExample(t *testing.T) {
+	path := filepath.Join(filepath.Dir(docFiles(t)), "claims.yaml")
+	for _, short := range []bool{false, true} {
+		s, err := LoadVersion(path, short)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(s.Claims) != 2 || s.Claims[0].Metric != "recovery" || s.Claims[1].Compare != "ratio" || s.Claims[1].MannWhitney == nil {
+			t.Errorf("short %v: claims %+v", short, s.Claims)
+		}
+		if evs := s.Failures["flap"]; len(evs) != 2 || evs[1].At.Duration != 7*time.Second {
+			t.Errorf("short %v: the flap %+v, want down at 4 s and up at 7 s", short, evs)
+		}
+	}
 }
 
 // TestDocExample loads docs/lab.md's scenario and checks what it says it
@@ -238,21 +258,6 @@ failures:
 }
 
 func TestSizes(t *testing.T) {
-	for in, want := range map[string]int64{"1048576": 1 << 20, "256KiB": 256 << 10, "1MiB": 1 << 20, "5MB": 5e6, "2kb": 2000, "1GiB": 1 << 30, " 7 B": 7} {
-		if got, err := ParseSize(in); err != nil || got != want {
-			t.Errorf("ParseSize(%q) = %d, %v; want %d", in, got, err, want)
-		}
-	}
-	for _, in := range []string{"", "0", "-1KiB", "1.5MiB", "lots", "1TiB", "1 MiB extra"} {
-		if got, err := ParseSize(in); err == nil {
-			t.Errorf("ParseSize(%q) = %d, want an error", in, got)
-		}
-	}
-	for n, want := range map[int64]string{256 << 10: "256KiB", 3 << 20: "3MiB", 2 << 30: "2GiB", 1000: "1000B", 1536 << 10: "1536KiB"} {
-		if got := FormatSize(n); got != want {
-			t.Errorf("FormatSize(%d) = %q, want %q", n, got, want)
-		}
-	}
 	z := Sizes{List: []string{"1MiB", "4KiB"}}
 	if got, errs := z.Bytes(); len(errs) != 0 || !slices.Equal(got, []int64{1 << 20, 4 << 10}) {
 		t.Errorf("list %v %v", got, errs)

@@ -3,12 +3,15 @@ package scenario
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/amptcp/amptcp/config"
+	"github.com/amptcp/amptcp/lab/claims"
 	"github.com/amptcp/amptcp/lab/topo"
 )
 
@@ -46,26 +49,82 @@ func (s *Scenario) Validate() error {
 		_, problems := s.Sizes.Bytes()
 		addAll(problems)
 	}
-	if len(s.Flows) == 0 {
-		add("flows", "missing: a run needs at least one flow")
-	}
 	hasCC := s.Variants.Dimension(DimCC) != nil
 	names := map[string]bool{}
 	for i := range s.Flows {
 		addAll(s.validateFlow(fmt.Sprintf("flows[%d]", i), &s.Flows[i], hasCC, names))
 	}
+	for _, set := range sortedKeys(s.FlowSets) {
+		setNames := maps.Clone(names)
+		if len(s.FlowSets[set]) == 0 && len(s.Flows) == 0 {
+			add("flow-sets."+set, "no flows, and the scenario has none of its own")
+		}
+		for i := range s.FlowSets[set] {
+			addAll(s.validateFlow(fmt.Sprintf("flow-sets.%s[%d]", set, i), &s.FlowSets[set][i], hasCC, setNames))
+		}
+	}
+	if (len(s.FlowSets) > 0) != (s.Variants.Dimension(DimFlows) != nil) {
+		add("flow-sets", "flow sets and a flows dimension of the variants go together")
+	}
+	if len(s.Flows) == 0 && len(s.FlowSets) == 0 {
+		add("flows", "missing: a run needs at least one flow")
+	}
 	addAll(s.validateFailures())
 	addAll(s.validateVariants())
+	for i := range s.Calibrate {
+		addAll(s.Calibrate[i].validate(fmt.Sprintf("calibrate[%d]", i), s))
+	}
+	dims := claims.Dimensions{}
+	for _, d := range s.Variants.Dims {
+		dims[d.Name] = d.Values
+	}
+	var flows []string // nil: not checked, the flows are wrong already
+	switch {
+	case s.fullVariants != nil:
+		for _, d := range s.fullVariants.Dims {
+			dims[d.Name] = append(slices.Clone(dims[d.Name]), d.Values...)
+		}
+	case len(errs) == 0:
+		flows = s.FlowNames()
+	}
+	errs = append(errs, claims.Validate("claims", s.Claims, dims, flows)...)
 	if len(errs) > 0 {
 		return errs
 	}
 	return nil
 }
 
+// FlowNames are the names the flows of every variant have in the
+// records: a transfer series' "<name>/<size>", an all-to-all pattern's
+// "<name>/<from>><to>".
+func (s *Scenario) FlowNames() []string {
+	var out []string
+	for _, v := range s.Variants.Matrix() {
+		for _, p := range s.Plan(v) {
+			for _, f := range p.Traffic {
+				if !slices.Contains(out, f.ID) {
+					out = append(out, f.ID)
+				}
+			}
+		}
+	}
+	return out
+}
+
 func (s *Scenario) host(name string) bool {
 	for _, n := range s.Topo.Nodes {
 		if n.Name == name {
 			return n.Role == topo.RoleHost
+		}
+	}
+	return false
+}
+
+// linkOf says whether the named link has node as one of its ends.
+func (s *Scenario) linkOf(node, link string) bool {
+	for _, l := range s.Topo.Links {
+		if l.Name == link && slices.Contains(l.Ends, node) {
+			return true
 		}
 	}
 	return false
@@ -113,11 +172,24 @@ func (s *Scenario) validateFlow(path string, f *Flow, hasCC bool, names map[stri
 	if f.At.Duration < 0 {
 		add("at", "must not be negative")
 	}
+	for _, end := range []struct{ field, node, link string }{{"from-link", f.From, f.FromLink}, {"to-link", f.To, f.ToLink}} {
+		if end.link == "" {
+			continue
+		}
+		if f.Between != nil {
+			add(end.field, "an all-to-all flow uses each host's first link")
+		} else if !s.linkOf(end.node, end.link) {
+			add(end.field, "%q is not a link of %s", end.link, end.node)
+		}
+	}
+	if d := f.ConnectTimeout; d != nil && d.Duration <= 0 {
+		add("connect-timeout", "must be positive")
+	}
 	stream := f.Kind == KindTransfer || f.Kind == KindSaturated || f.Kind == KindIperf3
 	switch f.Kind {
 	case KindTransfer:
 		if f.Size != "" {
-			if _, err := ParseSize(f.Size); err != nil {
+			if _, err := topo.ParseSize(f.Size); err != nil {
 				add("size", "%v", err)
 			}
 		} else if s.Sizes == nil {
@@ -175,17 +247,24 @@ func (s *Scenario) validateFlow(path string, f *Flow, hasCC bool, names map[stri
 // is 16 with its NUL).
 var ccRE = regexp.MustCompile(`^[a-z0-9_]{1,15}$`)
 
-// validateFailures checks each failure's events as the topology checks
-// its timeline, and names them by their path in the scenario.
+// validateFailures checks each failure's pattern, and its events as
+// the topology checks its timeline, named by their path in the scenario.
 func (s *Scenario) validateFailures() []error {
 	var errs []error
-	for _, name := range sortedKeys(s.Failures) {
-		if name == "none" || name == "timeline" || !nameRE.MatchString(name) {
-			errs = append(errs, fieldErr("failures."+name, "not a failure's name (none and timeline are taken)"))
+	for _, name := range sortedKeys(s.FailureSpecs) {
+		path := "failures." + name
+		if name == "none" || name == "timeline" || !failureRE.MatchString(name) {
+			errs = append(errs, fieldErr(path, "not a failure's name (none and timeline are taken)"))
 			continue
 		}
+		if p := s.FailureSpecs[name].Pattern; p != nil {
+			if pe := p.validate(path); len(pe) > 0 {
+				errs = append(errs, pe...)
+				continue
+			}
+		}
 		if len(s.Failures[name]) == 0 {
-			errs = append(errs, fieldErr("failures."+name, "no events"))
+			errs = append(errs, fieldErr(path, "no events"))
 			continue
 		}
 		t := *s.Topo
@@ -195,7 +274,10 @@ func (s *Scenario) validateFailures() []error {
 		if errors.As(err, &list) {
 			for _, fe := range list {
 				if rest, ok := strings.CutPrefix(fe.Path, "timeline"); ok {
-					errs = append(errs, fieldErr("failures."+name+rest, "%s", fe.Msg))
+					if s.FailureSpecs[name].Pattern != nil {
+						rest = " (its events" + rest + ")"
+					}
+					errs = append(errs, fieldErr(path+rest, "%s", fe.Msg))
 				}
 			}
 		}
@@ -206,37 +288,57 @@ func (s *Scenario) validateFailures() []error {
 func (s *Scenario) validateVariants() []error {
 	var errs []error
 	seen := map[string]bool{}
-	for _, d := range s.Variants {
+	elps := s.elpCount()
+	for _, d := range s.Variants.Dims {
 		path := "variants." + d.Name
 		if seen[d.Name] {
 			errs = append(errs, fieldErr(path, "a second %s dimension", d.Name))
 		}
 		seen[d.Name] = true
-		if d.Name != DimPM && d.Name != DimCC && d.Name != DimFailure {
-			errs = append(errs, fieldErr(path, "unknown dimension (pm, cc, failure)"))
+		if !slices.Contains(Dimensions, d.Name) {
+			errs = append(errs, fieldErr(path, "unknown dimension (%s)", strings.Join(Dimensions, ", ")))
 			continue
 		}
 		if len(d.Values) == 0 {
 			errs = append(errs, fieldErr(path, "no values"))
 		}
-		values := map[string]bool{}
 		for i, v := range d.Values {
 			vpath := fmt.Sprintf("%s[%d]", path, i)
-			if values[v] {
-				errs = append(errs, fieldErr(vpath, "%q twice", v))
-			}
-			values[v] = true
 			var err error
 			switch d.Name {
+			case DimMode:
+				if !modeRE.MatchString(v) {
+					err = fmt.Errorf("%q is not a mode's name (letters, digits, -, _ and +, at most 32)", v)
+				}
 			case DimPM:
 				_, err = ParsePM(v)
 			case DimCC:
 				if !ccRE.MatchString(v) {
 					err = fmt.Errorf("%q is not a congestion control name", v)
 				}
+			case DimScheduler:
+				if !ccRE.MatchString(v) {
+					err = fmt.Errorf("%q is not a scheduler's name", v)
+				}
 			case DimFailure:
-				if _, ok := s.Failures[v]; !ok && v != "none" && v != "timeline" {
-					err = fmt.Errorf("%q is none, timeline or a name of failures (%s)", v, strings.Join(sortedKeys(s.Failures), ", "))
+				if _, ok := s.FailureSpecs[v]; !ok && v != "none" && v != "timeline" {
+					err = fmt.Errorf("%q is none, timeline or a name of failures (%s)", v, strings.Join(sortedKeys(s.FailureSpecs), ", "))
+				}
+			case DimFlows:
+				if _, ok := s.FlowSets[v]; !ok {
+					err = fmt.Errorf("%q is not a name of flow-sets (%s)", v, strings.Join(sortedKeys(s.FlowSets), ", "))
+				}
+			case DimELPs:
+				n, perr := strconv.Atoi(v)
+				switch {
+				case elps < 0:
+					err = fmt.Errorf("no site of the topology has ELPs")
+				case perr != nil || n < 0 || n > elps:
+					err = fmt.Errorf("%q is not a number of ELPs from 0 (the sites' RLOCs) to %d (the fewest a site has)", v, elps)
+				}
+			case DimBinding:
+				if _, ok := Bindings[v]; !ok {
+					err = fmt.Errorf("%q is not port-sum, stateless or stateful", v)
 				}
 			}
 			if err != nil {
@@ -245,6 +347,24 @@ func (s *Scenario) validateVariants() []error {
 		}
 	}
 	return errs
+}
+
+// failureRE is what a failure's name looks like: a name, with dots
+// too (loss-0.5).
+var failureRE = regexp.MustCompile(`^[a-z0-9][a-z0-9.-]{0,31}$`)
+
+// modeRE is what a mode's name looks like: a paper's (SD, SL2, SF+).
+var modeRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_+-]{0,31}$`)
+
+// elpCount is the fewest ELPs a site with ELPs has, -1 when none has.
+func (s *Scenario) elpCount() int {
+	n := -1
+	for _, site := range s.Topo.Sites {
+		if len(site.ELPs) > 0 && (n < 0 || len(site.ELPs) < n) {
+			n = len(site.ELPs)
+		}
+	}
+	return n
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -30,6 +30,8 @@ type Plan struct {
 	Links    []LinkPlan
 	Sites    []SitePlan
 	Timeline []Event // in the order of their times
+	// Hosts are the settings of every host.
+	Hosts Hosts
 }
 
 // NodePlan is a namespace and what runs in it.
@@ -41,6 +43,9 @@ type NodePlan struct {
 	// Interfaces in the order of the node's links: eth0, eth1, ...
 	Interfaces []Interface
 	Routes     []Route
+	// SourceRoutes send what a host with several links sends from each
+	// of its addresses by that address's link.
+	SourceRoutes []SourceRoute
 	// Forwarding: routers forward IP, hosts do not.
 	Forwarding bool
 	// Lispd is the configuration of the node's lispd, nil when it runs
@@ -80,6 +85,35 @@ func (r Route) String() string {
 	}
 	return fmt.Sprintf("%s via %s dev %s", dst, r.Via, r.Dev)
 }
+
+// SourceRoute is a rule (from From, look up Table) and a default route
+// in Table through the neighbour Via on Dev: a multi-homed host sends
+// what it sends from an address by that address's link, as [NorNet]'s
+// hosts do with one address per ISP.
+type SourceRoute struct {
+	From  netip.Addr
+	Table int
+	Via   netip.Addr
+	Dev   string
+}
+
+// Sysctls are what a host's settings make of its namespace's sysctls.
+func (h Hosts) Sysctls() [][2]string {
+	var out [][2]string
+	if n, err := ParseSize(h.TCPBuffers); err == nil {
+		// The kernel's minimum and initial sizes, a larger maximum.
+		out = append(out, [2]string{"net.ipv4.tcp_rmem", fmt.Sprintf("4096 131072 %d", n)},
+			[2]string{"net.ipv4.tcp_wmem", fmt.Sprintf("4096 16384 %d", n)})
+	}
+	if h.Scheduler != "" {
+		out = append(out, [2]string{"net.mptcp.scheduler", h.Scheduler})
+	}
+	return out
+}
+
+// sourceTable is the routing table of a host's first link's source
+// route; the n-th link's is sourceTable + n.
+const sourceTable = 100
 
 // LinkPlan is a link between two namespaces.
 type LinkPlan struct {
@@ -178,6 +212,7 @@ func Compile(t *Topology, dir string) (*Plan, error) {
 	if err := c.configs(); err != nil {
 		return nil, err
 	}
+	c.plan.Hosts = t.Hosts
 	c.plan.Timeline = slices.Clone(t.Timeline)
 	slices.SortStableFunc(c.plan.Timeline, func(a, b Event) int { return int(a.At.Duration - b.At.Duration) })
 	return c.plan, nil

@@ -285,7 +285,9 @@ func (c *compiler) pmConfig(n *NodePlan, mrs []string) error {
 	cfg := *src
 	n.PMSocket = filepath.Join(c.plan.Dir, n.Name+".pm.sock")
 	cfg.Control.Socket = n.PMSocket
-	if cfg.Policy == pm.PolicyAMPTCP || cfg.AMPTCP != nil {
+	// The binder policy asks the mapping system for its site's
+	// gateways when the lab has one; without, it knows none.
+	if cfg.Policy == pm.PolicyAMPTCP || cfg.Policy == pm.PolicyBinder && len(mrs) > 0 || cfg.AMPTCP != nil {
 		a := pm.AMPTCP{}
 		if cfg.AMPTCP != nil {
 			a = *cfg.AMPTCP

@@ -3,7 +3,9 @@ package topo
 import "net/netip"
 
 // routes gives hosts a default route through the neighbour of their first
-// link (their site's xTR, or a router) and every other node a route to
+// link (their site's xTR, or a router), and a host with several links a
+// source route per address (what it sends from an address leaves by that
+// address's link), and every other node a route to
 // each subnet of the underlay it is not on, through the neighbour on a
 // shortest path (fewest links; the first link in the file's order wins a
 // tie). EID subnets stay inside their sites for the xTRs: only a site's
@@ -23,6 +25,13 @@ func (c *compiler) routes() {
 		first := n.Interfaces[0]
 		via := p.Node(first.Peer).Interface(first.Link).Address.Addr()
 		n.Routes = append(n.Routes, Route{Via: via, Dev: first.Name})
+		if len(n.Interfaces) < 2 {
+			continue
+		}
+		for j, iface := range n.Interfaces {
+			n.SourceRoutes = append(n.SourceRoutes, SourceRoute{From: iface.Address.Addr(), Table: sourceTable + j,
+				Via: p.Node(iface.Peer).Interface(iface.Link).Address.Addr(), Dev: iface.Name})
+		}
 	}
 	for i := range p.Nodes {
 		n := &p.Nodes[i]

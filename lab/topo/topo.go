@@ -31,7 +31,21 @@ type Topology struct {
 	Timeline   []Event    `yaml:"timeline"`
 	Lispd      LispdFlags `yaml:"lispd"`
 	// TE, when set, runs the te role beside the map-servers.
-	TE *TE `yaml:"te"`
+	TE    *TE   `yaml:"te"`
+	Hosts Hosts `yaml:"hosts"`
+}
+
+// Hosts are settings of every host of the lab.
+type Hosts struct {
+	// TCPBuffers is the most a TCP socket's buffers grow to, each way
+	// (the maximum of net.ipv4.tcp_rmem and tcp_wmem): "16MiB" for long
+	// fat paths ([NorNet]'s hosts); the kernel's (6 and 4 MiB) when left
+	// out.
+	TCPBuffers string `yaml:"tcp-buffers"`
+	// Scheduler is MPTCP's packet scheduler (net.mptcp.scheduler), one
+	// of net.mptcp.available_schedulers; the kernel's default when left
+	// out.
+	Scheduler string `yaml:"mptcp-scheduler"`
 }
 
 // LispdFlags are settings of every lispd of the lab.
@@ -177,6 +191,11 @@ type Event struct {
 	Link string          `yaml:"link"`
 	// Action is down, up or set; set when left out.
 	Action Action `yaml:"action"`
+	// End, for down and up, is the end (a, the link's first, or b)
+	// whose interface goes down or up: its node sees it, as a host sees
+	// its port fail ([MPTCP-failures]). Left out, the link itself
+	// fails: the emulator drops everything, and neither end notices.
+	End string `yaml:"end"`
 	// Direction, for set, is a-to-b or b-to-a (from the link's first end
 	// to its second, or back); both when left out.
 	Direction string `yaml:"direction"`

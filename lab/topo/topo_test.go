@@ -277,7 +277,7 @@ timeline:
 	for _, want := range []string{
 		`name: "Bad_Name" is not a name`,
 		"instance-id: 16777216 exceeds",
-		"nodes[0].pm.subflows: only the subflows and ndiffports policies",
+		"nodes[0].pm.subflows: only the subflows, ndiffports and binder policies",
 		`nodes[1].name: "h1" is the name of another node`,
 		`nodes[1].role: "switch" is not one of`,
 		"nodes[2].site: missing",
@@ -366,5 +366,47 @@ links:
 	}
 	if want := "10.255.0.1/30-10.255.0.2/30 10.255.0.5/30-10.255.0.6/30 10.255.0.9/30-10.255.0.10/30"; strings.Join(got, " ") != want {
 		t.Errorf("addresses %v, want %s", got, want)
+	}
+}
+
+// TestSizes reads and writes sizes of bytes.
+func TestSizes(t *testing.T) {
+	for in, want := range map[string]int64{"1048576": 1 << 20, "256KiB": 256 << 10, "1MiB": 1 << 20, "5MB": 5e6, "2kb": 2000, "1GiB": 1 << 30, " 7 B": 7} {
+		if got, err := ParseSize(in); err != nil || got != want {
+			t.Errorf("ParseSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "0", "-1KiB", "1.5MiB", "lots", "1TiB", "1 MiB extra"} {
+		if got, err := ParseSize(in); err == nil {
+			t.Errorf("ParseSize(%q) = %d, want an error", in, got)
+		}
+	}
+	for n, want := range map[int64]string{256 << 10: "256KiB", 3 << 20: "3MiB", 2 << 30: "2GiB", 1000: "1000B", 1536 << 10: "1536KiB"} {
+		if got := FormatSize(n); got != want {
+			t.Errorf("FormatSize(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
+
+// TestNewEvent: the events people give, Bernoulli and Gilbert-Elliott
+// losses included, and what is wrong with theirs.
+func TestNewEvent(t *testing.T) {
+	ev, err := NewEvent("p1", "set", "a-to-b", "", "30ms", "ge:0.01,0.3", "")
+	if err != nil || ev.Loss == nil || ev.Loss.GilbertElliott == nil || *ev.Loss.GilbertElliott.P != 0.01 || *ev.Loss.GilbertElliott.R != 0.3 || ev.Loss.GilbertElliott.H != nil {
+		t.Fatalf("ge: %+v, %v", ev, err)
+	}
+	if m, err := ev.Loss.Model(); err != nil || m.Model != linkemu.GilbertElliott || m.LossBad != 1 {
+		t.Errorf("ge model %+v, %v", m, err)
+	}
+	if got := ev.Detail(); got != "a-to-b delay 30ms Gilbert-Elliott loss" {
+		t.Errorf("detail %q", got)
+	}
+	if ev, err := NewEvent("p1", "set", "", "", "", "2%", ""); err != nil || *ev.Loss.Bernoulli != 0.02 || ev.Detail() != "loss 2%" {
+		t.Errorf("2%%: %+v, %v", ev, err)
+	}
+	for _, bad := range [][2]string{{"set", "ge:0.1"}, {"set", "lots"}, {"explode", ""}, {"down", "1%"}} {
+		if _, err := NewEvent("p1", bad[0], "", "", "", bad[1], ""); err == nil {
+			t.Errorf("%s with loss %q: no error", bad[0], bad[1])
+		}
 	}
 }

@@ -152,3 +152,38 @@ func applyEmulation(p *linkemu.Params, rate, delay, queue string, loss *Loss, mt
 		p.Loss, _ = loss.Model()
 	}
 }
+
+// ParseSize reads a size in bytes: "1048576", "256KiB", "1MiB", "5MB",
+// "1GiB" (KB, MB, GB are powers of 1000; the unit's case does not
+// matter).
+func ParseSize(s string) (int64, error) {
+	units := []struct {
+		suffix string
+		mult   int64
+	}{{"gib", 1 << 30}, {"mib", 1 << 20}, {"kib", 1 << 10}, {"gb", 1e9}, {"mb", 1e6}, {"kb", 1e3}, {"b", 1}, {"", 1}}
+	lower := strings.ToLower(strings.TrimSpace(s))
+	for _, u := range units {
+		if num, ok := strings.CutSuffix(lower, u.suffix); ok {
+			var n int64
+			if _, err := fmt.Sscanf(strings.TrimSpace(num), "%d", &n); err != nil || n <= 0 || n > (1<<50)/u.mult ||
+				fmt.Sprint(n) != strings.TrimSpace(num) {
+				break
+			}
+			return n * u.mult, nil
+		}
+	}
+	return 0, fmt.Errorf("%q is not a size like 256KiB, 1MiB or 5MB", s)
+}
+
+// FormatSize writes a size the shortest exact way: 256KiB, 3MiB, 1000B.
+func FormatSize(n int64) string {
+	switch {
+	case n > 0 && n%(1<<30) == 0:
+		return fmt.Sprintf("%dGiB", n>>30)
+	case n > 0 && n%(1<<20) == 0:
+		return fmt.Sprintf("%dMiB", n>>20)
+	case n > 0 && n%(1<<10) == 0:
+		return fmt.Sprintf("%dKiB", n>>10)
+	}
+	return fmt.Sprintf("%dB", n)
+}

@@ -24,6 +24,10 @@ func (ck *checker) add(path, format string, args ...any) {
 // end up in namespace and file names.
 var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]*$`)
 
+// schedulerRE is what an MPTCP scheduler's name looks like
+// (MPTCP_SCHED_NAME_MAX is 16 with its NUL).
+var schedulerRE = regexp.MustCompile(`^[a-z0-9_]{1,15}$`)
+
 // maxNameLen bounds names, so that namespace names stay readable.
 const maxNameLen = 32
 
@@ -72,6 +76,16 @@ func (t *Topology) Validate() error {
 	t.validateRoles(&ck, nodes, sites, links)
 	t.validateTimeline(&ck, links)
 	t.validateTE(&ck, nodes)
+	if b := t.Hosts.TCPBuffers; b != "" {
+		if n, err := ParseSize(b); err != nil {
+			ck.add("hosts.tcp-buffers", "%v", err)
+		} else if n < 64<<10 || n > 1<<30 {
+			ck.add("hosts.tcp-buffers", "%s is not between 64KiB and 1GiB", b)
+		}
+	}
+	if s := t.Hosts.Scheduler; s != "" && !schedulerRE.MatchString(s) {
+		ck.add("hosts.mptcp-scheduler", "%q is not a scheduler's name", s)
+	}
 	if len(ck.errs) > 0 {
 		return ck.errs
 	}
@@ -349,7 +363,16 @@ func (t *Topology) validateTimeline(ck *checker, links map[string]*Link) {
 			if set || e.Direction != "" {
 				ck.add(path, "%s takes no direction, rate, delay, loss or queue", e.Action)
 			}
+			switch {
+			case e.End != "" && e.End != "a" && e.End != "b":
+				ck.add(path+".end", "%q is not a (the link's first end) or b", e.End)
+			case e.End == "" && l != nil && !l.Emulated():
+				ck.add(path+".link", "%s is not emulated: only an end of it (end: a or b) can go %s", l.Name, e.Action)
+			}
 		case ActionSet:
+			if e.End != "" {
+				ck.add(path+".end", "only down and up take an end")
+			}
 			if !set {
 				ck.add(path, "set changes at least one of rate, delay, loss, queue")
 			}

@@ -3,6 +3,7 @@ package traffic
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"strings"
 	"time"
 )
@@ -103,6 +104,9 @@ type Flow struct {
 	Datagram int
 	// Interval is the sampling period; 0 means DefaultInterval.
 	Interval time.Duration
+	// Local is the client's source address (a multi-homed host's address
+	// on the link the flow starts on); any when left out.
+	Local netip.Addr
 }
 
 // Limits of a Flow's fields, set by the stream header's encoding and by

@@ -79,6 +79,7 @@ type Record struct {
 	BytesAcked   uint64        `json:"bytes_acked,omitempty"`
 	BytesRetrans uint64        `json:"bytes_retrans,omitempty"`
 	Retransmits  uint32        `json:"retransmits,omitempty"` // segments retransmitted since the start
+	RTOs         uint16        `json:"rtos,omitempty"`        // retransmission timeouts since the start
 	RTT          time.Duration `json:"rtt_ns,omitempty"`      // smoothed
 	RTTVar       time.Duration `json:"rttvar_ns,omitempty"`
 	MinRTT       time.Duration `json:"min_rtt_ns,omitempty"`
@@ -144,6 +145,13 @@ type Collector struct {
 func (c *Collector) Record(r Record) {
 	c.mu.Lock()
 	c.records = append(c.records, r)
+	c.mu.Unlock()
+}
+
+// Reset forgets what was recorded.
+func (c *Collector) Reset() {
+	c.mu.Lock()
+	c.records = nil
 	c.mu.Unlock()
 }
 

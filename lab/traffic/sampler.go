@@ -118,6 +118,7 @@ func fillTCP(r *Record, ti mptcp.TCPInfo) {
 	r.BytesAcked = ti.BytesAcked
 	r.BytesRetrans = ti.BytesRetrans
 	r.Retransmits = ti.TotalRetrans
+	r.RTOs = ti.TotalRTO
 	r.RTT = ti.RTT
 	r.RTTVar = ti.RTTVar
 	r.MinRTT = ti.MinRTT

@@ -97,6 +97,9 @@ func Dial(ctx context.Context, f Flow, addr string) (*Stream, error) {
 		return nil, &FlowError{Flow: f.ID, Op: "dial", Err: fmt.Errorf("a %s flow is not a stream (see DialUDP)", f.Kind)}
 	}
 	d := &net.Dialer{Control: controlWith(f.CongestionControl)}
+	if f.Local.IsValid() {
+		d.LocalAddr = &net.TCPAddr{IP: f.Local.AsSlice()}
+	}
 	d.SetMultipathTCP(f.Protocol == MPTCP)
 	start := time.Now()
 	c, err := d.DialContext(ctx, "tcp", addr)

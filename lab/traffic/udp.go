@@ -63,7 +63,11 @@ func DialUDP(f Flow, addr string) (*UDPSender, error) {
 	if err != nil {
 		return nil, &FlowError{Flow: f.ID, Op: "dial", Err: err}
 	}
-	c, err := net.DialUDP("udp", nil, raddr)
+	var laddr *net.UDPAddr
+	if f.Local.IsValid() {
+		laddr = &net.UDPAddr{IP: f.Local.AsSlice()}
+	}
+	c, err := net.DialUDP("udp", laddr, raddr)
 	if err != nil {
 		return nil, &FlowError{Flow: f.ID, Op: "dial", Err: err}
 	}
