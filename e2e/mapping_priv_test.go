@@ -163,7 +163,7 @@ func TestMappingSystem(t *testing.T) {
 	net4 := newMappingNet(t)
 	pcap := filepath.Join(t.TempDir(), "ms.pcap")
 	capture := net4.ms.Start(t, tshark, "-i", "any", "-f", "udp port 4342", "-w", pcap)
-	waitFor(t, "tshark to capture", func() bool { return strings.Contains(capture.Output(), "Capturing on") })
+	waitCapturing(t, capture)
 	sock := startLispd(t, net4.ms)
 	ms := netip.MustParseAddrPort("10.0.1.1:4342")
 	etr1 := newETR(t, net4.etr1, "10.0.1.2:4342", ms, keyA)
@@ -399,6 +399,15 @@ func scrape(t *testing.T, nd *testnet.Node) map[string]float64 {
 		}
 	}
 	return metrics
+}
+
+// waitCapturing waits until tshark captures: "Capturing on" comes when
+// it opens its interfaces, "Capture started" once the capture runs, which
+// on a busy machine is long enough after for the first packets to pass
+// uncaptured.
+func waitCapturing(t testing.TB, capture *testnet.Process) {
+	t.Helper()
+	waitFor(t, "tshark to capture", func() bool { return strings.Contains(capture.Output(), "Capture started") })
 }
 
 func waitFor(t testing.TB, what string, ok func() bool) {

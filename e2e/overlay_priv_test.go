@@ -190,7 +190,7 @@ func TestOverlay(t *testing.T) {
 
 	pcap := filepath.Join(t.TempDir(), "a.pcap")
 	capture := o.xtrA.Start(t, tshark, "-i", o.aR1.Iface(o.xtrA), "-i", o.aR2.Iface(o.xtrA), "-f", "udp port 4341", "-w", pcap)
-	waitFor(t, "tshark to capture", func() bool { return strings.Contains(capture.Output(), "Capturing on") })
+	waitCapturing(t, capture)
 
 	t.Run("the first packets miss, resolve and pass", func(t *testing.T) {
 		// UDP from many ports (flows that hash to either ELP) until each

@@ -173,7 +173,7 @@ func TestStatefulBinding(t *testing.T) {
 	pcap := filepath.Join(t.TempDir(), "ms.pcap")
 	msIface := o.msLink.Iface(o.ms)
 	capture := o.ms.Start(t, tshark, "-i", msIface, "-f", "udp port 4342", "-w", pcap)
-	waitFor(t, "tshark to capture", func() bool { return strings.Contains(capture.Output(), "Capturing on") })
+	waitCapturing(t, capture)
 
 	// The map-caches learn the sites first: a miss costs the first SYN
 	// of a connection whatever the binding.

@@ -164,6 +164,7 @@ func (b *builder) node(n topo.NodePlan) error {
 			return err
 		}
 		sysctls = append(sysctls, more...)
+		sysctls = append(sysctls, labHostSysctls...)
 		// The lab's settings for every host, over deploy/'s.
 		sysctls = append(sysctls, b.plan.Hosts.Sysctls()...)
 	case topo.RoleXTR, topo.RoleRTR:
@@ -519,4 +520,15 @@ func running(p Process) (bool, error) {
 		return false, nil
 	}
 	return p.StartTime == 0 || st == p.StartTime, nil
+}
+
+// labHostSysctls keep a lab's connections MPTCP: a SYN that the emulated
+// WAN loses or delays twice (a link's failure, or a machine too busy to
+// run the emulator in time) would otherwise make the kernel fall back to
+// TCP, and then disable MPTCP in the namespace for an hour as if a
+// firewall stripped its options. On real hosts both stay as the kernel
+// has them.
+var labHostSysctls = [][2]string{
+	{"net.mptcp.syn_retrans_before_tcp_fallback", "128"}, // 128 or more: never drop the options
+	{"net.mptcp.blackhole_timeout", "0"},                 // 0: no blackhole detection
 }
