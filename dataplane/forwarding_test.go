@@ -235,9 +235,11 @@ func subflowsOnDistinctPaths(t *testing.T, s *sites) {
 	if a["subflow_new"] != 1 || a["subflow_join"] != 1 || a["subflow_tokens_learned"] != 1 {
 		t.Errorf("xtrA %v", nonZero(a))
 	}
-	// Both paths carry data: each subflow's bytes went out on its path.
+	// Both paths carry data: each subflow's bytes went out on its path
+	// (how much is the scheduler's: on a busy machine the join comes
+	// late, and carried 0.5 MB of the 32).
 	for _, sf := range subs {
-		if sf.Bytes < 1<<20 {
+		if sf.Bytes < 64<<10 {
 			t.Errorf("subflow %v-%v carried %d bytes on path %d", sf.Local, sf.Remote, sf.Bytes, sf.Path)
 		}
 	}
