@@ -6,11 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
 	"strconv"
 	"strings"
-	"syscall"
 
 	"github.com/amptcp/amptcp/bench/dataplane"
 )
@@ -94,15 +91,9 @@ func runBenchDataplane(args []string, stdout, stderr io.Writer) int {
 	}
 	opts.Progress = func(line string) { fmt.Fprintln(stderr, line) }
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	res, err := dataplane.Run(ctx, opts)
-	if res != nil {
-		werr := writeBenchResult(stdout, *jsonOut, res, func(w io.Writer) error { return dataplane.WriteText(w, res) })
-		err = errors.Join(err, werr)
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "amptcp bench dataplane: %v\n", err)
+	run := func(ctx context.Context) (*dataplane.Result, error) { return dataplane.Run(ctx, opts) }
+	res, ok := runBenchmark("dataplane", stdout, stderr, *jsonOut, run, dataplane.WriteText)
+	if !ok {
 		return 1
 	}
 	for _, v := range res.Variants {

@@ -2,13 +2,9 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/amptcp/amptcp/bench/dataplane"
 	"github.com/amptcp/amptcp/internal/doctor"
@@ -66,14 +62,10 @@ func runBenchFirstPacket(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	opts.Progress = func(line string) { fmt.Fprintln(stderr, line) }
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	res, err := dataplane.RunFirstPacket(ctx, opts)
-	if res != nil {
-		err = errors.Join(err, writeBenchResult(stdout, *jsonOut, res, func(w io.Writer) error { return dataplane.WriteFirstPacketText(w, res) }))
+	run := func(ctx context.Context) (*dataplane.FirstPacketResult, error) {
+		return dataplane.RunFirstPacket(ctx, opts)
 	}
-	if err != nil {
-		fmt.Fprintf(stderr, "amptcp bench first-packet: %v\n", err)
+	if _, ok := runBenchmark("first-packet", stdout, stderr, *jsonOut, run, dataplane.WriteFirstPacketText); !ok {
 		return 1
 	}
 	return 0

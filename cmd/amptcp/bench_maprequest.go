@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -79,6 +80,24 @@ func writeBenchResult(w io.Writer, asJSON bool, res any, text func(io.Writer) er
 		return enc.Encode(res)
 	}
 	return text(w)
+}
+
+// runBenchmark runs a benchmark until it ends or is interrupted (SIGINT,
+// SIGTERM), prints its result (JSON or text) and its error; ok reports
+// whether it ran without one.
+func runBenchmark[R any](name string, stdout, stderr io.Writer, asJSON bool,
+	run func(context.Context) (*R, error), text func(io.Writer, *R) error) (res *R, ok bool) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	res, err := run(ctx)
+	if res != nil {
+		err = errors.Join(err, writeBenchResult(stdout, asJSON, res, func(w io.Writer) error { return text(w, res) }))
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "amptcp bench %s: %v\n", name, err)
+		return res, false
+	}
+	return res, true
 }
 
 func runBenchMapRequest(args []string, stdout, stderr io.Writer, usage func(io.Writer)) int {

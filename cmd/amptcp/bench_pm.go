@@ -2,14 +2,10 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 
 	benchpm "github.com/amptcp/amptcp/bench/pm"
 	"github.com/amptcp/amptcp/internal/doctor"
@@ -74,15 +70,8 @@ func runBenchPM(args []string, stdout, stderr io.Writer) int {
 	}
 	opts.Progress = func(line string) { fmt.Fprintln(stderr, line) }
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	res, err := benchpm.Run(ctx, opts)
-	if res != nil {
-		werr := writeBenchResult(stdout, *jsonOut, res, func(w io.Writer) error { return benchpm.WriteText(w, res) })
-		err = errors.Join(err, werr)
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "amptcp bench pm: %v\n", err)
+	run := func(ctx context.Context) (*benchpm.Result, error) { return benchpm.Run(ctx, opts) }
+	if _, ok := runBenchmark("pm", stdout, stderr, *jsonOut, run, benchpm.WriteText); !ok {
 		return 1
 	}
 	return 0
