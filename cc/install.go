@@ -13,6 +13,8 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
+
+	"github.com/amptcp/amptcp/internal/bpffs"
 )
 
 // PinDir is where Install pins a registration (NAME/link) and its maps.
@@ -39,8 +41,8 @@ func Install(name string) (replaced bool, err error) {
 	if !Is(name) {
 		return false, fmt.Errorf("cc: %q: %w", name, ErrUnknown)
 	}
-	if err := mountBPFFS(); err != nil {
-		return false, err
+	if err := bpffs.Prepare(PinDir); err != nil {
+		return false, fmt.Errorf("cc: %w", err)
 	}
 	if err := os.MkdirAll(filepath.Join(PinDir, name), 0o700); err != nil {
 		return false, fmt.Errorf("cc: %w", err)
@@ -186,22 +188,6 @@ func updateLink(linkFD, mapFD int) error {
 	runtime.KeepAlive(&attr)
 	if errno != 0 {
 		return errno
-	}
-	return nil
-}
-
-// mountBPFFS mounts the BPF file system at /sys/fs/bpf unless it is there.
-func mountBPFFS() error {
-	const bpffsMagic = 0xcafe4a11
-	var st unix.Statfs_t
-	if err := unix.Statfs("/sys/fs/bpf", &st); err == nil && st.Type == bpffsMagic {
-		return nil
-	}
-	if err := os.MkdirAll("/sys/fs/bpf", 0o700); err != nil {
-		return fmt.Errorf("cc: %w", err)
-	}
-	if err := unix.Mount("bpf", "/sys/fs/bpf", "bpf", 0, "mode=0700"); err != nil {
-		return fmt.Errorf("cc: mount the BPF file system at /sys/fs/bpf: %w", err)
 	}
 	return nil
 }

@@ -42,7 +42,7 @@ func TestCompleteChecksumsAndBack(t *testing.T) {
 // A restart keeps the offload off, as the data plane it adopts needs it,
 // and the stop for good of the lispd after it turns it on again.
 func TestCompleteChecksumsAcrossARestart(t *testing.T) {
-	pins := bpffs(t)
+	pins := testPins(t)
 	r := newRig(t, config.Dataplane{PinPath: pins, CompleteChecksums: []string{"rloc0"}}, Options{})
 	txChecksum := func() bool {
 		t.Helper()

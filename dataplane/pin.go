@@ -16,6 +16,7 @@ import (
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
+	"github.com/amptcp/amptcp/internal/bpffs"
 	"github.com/amptcp/amptcp/internal/buildinfo"
 )
 
@@ -96,27 +97,6 @@ func netnsCookie() uint64 {
 	return c
 }
 
-// checkBPFFS says why dir cannot hold pins: its nearest existing
-// ancestor must be on a BPF file system. `ip netns exec` mounts a fresh
-// /sys without one.
-func checkBPFFS(dir string) error {
-	for d := dir; ; d = filepath.Dir(d) {
-		var st unix.Statfs_t
-		err := unix.Statfs(d, &st)
-		if errors.Is(err, unix.ENOENT) && d != filepath.Dir(d) {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		if st.Type != unix.BPF_FS_MAGIC {
-			return fmt.Errorf("%s is not on a BPF file system (mount one: mount -t bpf bpf %s; `ip netns exec` hides the host's /sys/fs/bpf)",
-				dir, d)
-		}
-		return nil
-	}
-}
-
 // pinDir is the directory a data plane is pinned in, locked while this
 // lispd uses it so that two lispds never share one.
 type pinDir struct {
@@ -130,7 +110,7 @@ var errInUse = errors.New("in use by another lispd")
 // openPinDir creates path on its BPF file system if need be and locks
 // it.
 func openPinDir(path string) (*pinDir, error) {
-	if err := checkBPFFS(path); err != nil {
+	if err := bpffs.Prepare(path); err != nil {
 		return nil, err
 	}
 	if err := os.MkdirAll(path, 0o700); err != nil {

@@ -161,7 +161,7 @@ func (r *rig) xdpProgram(ifindex int) uint32 {
 // programs; one whose configuration no longer names the interface in
 // xdp-interfaces detaches it.
 func TestRestartWithXDP(t *testing.T) {
-	pins := bpffs(t)
+	pins := testPins(t)
 	r := newRig(t, config.Dataplane{PinPath: pins, XDPInterfaces: []string{"rloc0"}}, Options{})
 	before := r.xdpProgram(r.rloc)
 	if before == 0 || before != uint32(programID(t, r.dp.objs.UnderlayXdp)) {
