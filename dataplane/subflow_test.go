@@ -243,18 +243,20 @@ func TestSubflowHints(t *testing.T) {
 // finds it; an idle one is swept, and the epoch moves on at most once
 // per idle timeout.
 func TestSubflowsAcrossEpochs(t *testing.T) {
-	const idle = 300 * time.Millisecond
+	// A packet every 50 ms: a test stalled twenty times that long by a
+	// busy machine is needed to look idle.
+	const idle = time.Second
 	r := newRig(t, config.Dataplane{SubflowIdleTimeout: config.Duration{Duration: idle}}, Options{})
 	r.put("10.2.0.0/16", twoPaths(true))
 	first, start := r.epoch(), time.Now()
 	path := r.sendTCP(port(40000), tcpSeg{flags: syn, options: mpCapableSYN()})
 	sent := uint64(1)
 	for r.epoch() < first+4 {
-		// 1.2 s here; more than ten times that is a stuck epoch.
-		if time.Since(start) > 20*time.Second {
+		// 4 s here; more than ten times that is a stuck epoch.
+		if time.Since(start) > 40*time.Second {
 			t.Fatalf("the epoch moved from %d to %d in %v", first, r.epoch(), time.Since(start))
 		}
-		time.Sleep(idle / 6)
+		time.Sleep(idle / 20)
 		if got := r.sendTCP(port(40000), tcpSeg{flags: ack, seq: uint32(sent)}); got != path {
 			t.Fatalf("packet %d sent to %s, want %s", sent, got, path)
 		}

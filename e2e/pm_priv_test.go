@@ -185,12 +185,19 @@ control: {socket: "{sock}"}
 		t.Errorf("hostB's pm: %+v", b.Connections)
 	}
 
-	time.Sleep(time.Second) // as fast as the overlay goes: both subflows are needed
+	// As fast as the overlay goes, both subflows carry data: each ELP's
+	// RTR a megabyte or more, however long a busy machine takes.
+	var on1, on2 uint64
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		r1After, r2After := rtrCounters(t, o.sockR1), rtrCounters(t, o.sockR2)
+		on1, on2 = r1After["rtr_path0_bytes"]-r1["rtr_path0_bytes"], r2After["rtr_path1_bytes"]-r2["rtr_path1_bytes"]
+		if on1 >= 1<<20 && on2 >= 1<<20 || time.Now().After(deadline) {
+			break
+		}
+	}
 	if err := s.finish(); err != nil {
 		t.Fatal(err)
 	}
-	r1After, r2After := rtrCounters(t, o.sockR1), rtrCounters(t, o.sockR2)
-	on1, on2 := r1After["rtr_path0_bytes"]-r1["rtr_path0_bytes"], r2After["rtr_path1_bytes"]-r2["rtr_path1_bytes"]
 	t.Logf("rtr1 carried %d bytes, rtr2 %d bytes, of %d", on1, on2, s.received.Load())
 	if on1 < 1<<20 || on2 < 1<<20 {
 		t.Errorf("each ELP's RTR should carry a subflow: rtr1 %d bytes, rtr2 %d bytes", on1, on2)

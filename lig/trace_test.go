@@ -132,7 +132,7 @@ func serve(t *testing.T, c *net.UDPConn, a *ddt.Authority) {
 }
 
 func traceOptions(tree *ddtTree) Options {
-	return Options{Resolver: tree.root, Source: netip.MustParseAddr("127.0.0.1"), Tries: 3, Timeout: 200 * time.Millisecond}
+	return Options{Resolver: tree.root, Source: netip.MustParseAddr("127.0.0.1"), Tries: 3, Timeout: time.Second}
 }
 
 // A trace follows root, node and map-server, trying the second RLOC of

@@ -68,7 +68,9 @@ func TestUDPConnBatches(t *testing.T) {
 // error when nothing acknowledges, instead of resending forever.
 func TestRegisterGivesUp(t *testing.T) {
 	defer func(d time.Duration) { stallAfter = d }(stallAfter)
-	stallAfter = 400 * time.Millisecond
+	// Ten times lostAfter: the resends come first however late a busy
+	// machine runs the loop.
+	stallAfter = 10 * lostAfter
 	silent, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
 		t.Fatal(err)
@@ -85,7 +87,7 @@ func TestRegisterGivesUp(t *testing.T) {
 	}
 	var st registerStats
 	err = register(context.Background(), c, regs, 1, 5, 0, 2, &st)
-	if err == nil || !strings.Contains(err.Error(), "no Map-Notify for 400ms, 0 of 4 acknowledged") {
+	if err == nil || !strings.Contains(err.Error(), "no Map-Notify for 2.5s, 0 of 4 acknowledged") {
 		t.Errorf("register = %v", err)
 	}
 	if st.resent == 0 {

@@ -102,7 +102,9 @@ func TestLigNegative(t *testing.T) {
 // a spoofed reply, which are reported and skipped.
 func TestLigRetryAndIgnore(t *testing.T) {
 	mr := ligtest.NewResolver(t, ligAnswer(1, true, ligRecord(lisp.MustParseAddress("10.2.0.0"))))
-	code, out, errOut := runCmd("", "lig", "-m", mr.Addr.String(), "-t", "100ms", "10.2.0.1")
+	// The lost request's try waits its timeout; the answered one's reply
+	// takes microseconds, which a second covers on a busy machine.
+	code, out, errOut := runCmd("", "lig", "-m", mr.Addr.String(), "-t", "1s", "10.2.0.1")
 	if code != 0 {
 		t.Fatalf("lig = %d, %s", code, errOut)
 	}
