@@ -76,7 +76,7 @@ func newRegisters(prefixes []netip.Prefix) (*registers, error) {
 			Auth: lisp.Auth{Algorithm: lisp.AuthHMACSHA256},
 			Records: []lisp.MapRecord{{
 				TTL: 1440, EID: lisp.IPAddress(p.Addr()), MaskLen: uint8(p.Bits()), Authoritative: true,
-				Locators: []lisp.Locator{{Priority: 1, Weight: 100, Reachable: true, Address: rloc(i)}},
+				Locators: []lisp.Locator{{Priority: 1, Weight: 100, MPriority: lisp.UnusedPriority, Reachable: true, Address: rloc(i)}},
 			}},
 		}
 		var err error
