@@ -88,6 +88,7 @@ var (
 	teLinkUp       = desc("te_link_up", "Whether a router finds an address of another up (1) or down (0).", "from", "to", "address")
 	teSetELPs      = desc("te_set_elps", "ELPs in a pair's set.", "source", "destination")
 	teSetAge       = desc("te_set_age_seconds", "Time since a pair's set last changed.", "source", "destination")
+	teSetReason    = desc("te_set_change_info", "Why a pair's set last changed (always 1; the reason is the label).", "source", "destination", "reason")
 )
 
 func (l lispd) Describe(ch chan<- *prometheus.Desc) {
@@ -97,7 +98,7 @@ func (l lispd) Describe(ch chan<- *prometheus.Desc) {
 		cacheReplies, cacheRecords, cacheSMRs, cacheEntries, cacheExpired, cacheHeld, cacheHeldNow, probesSent, probesAnswer, probesMissed,
 		probesBad, locatorUp, locatorRTT, locatorMinRTT, dpPackets,
 		teNodes, teEdges, tePairs, teScrapes, teComputations, teChanges, teAnswers, teSMRs, tePushes, teSlotsFull,
-		teLinkRTT, teLinkMinRTT, teLinkUp, teSetELPs, teSetAge} {
+		teLinkRTT, teLinkMinRTT, teLinkUp, teSetELPs, teSetAge, teSetReason} {
 		ch <- d
 	}
 	describeDDT(ch)
@@ -177,6 +178,9 @@ func collectTE(ch chan<- prometheus.Metric, t *pce.Counters, counter func(*prome
 	for _, s := range t.Sets {
 		gauge(teSetELPs, float64(s.ELPs), s.Source, s.Destination)
 		gauge(teSetAge, s.Age.Seconds(), s.Source, s.Destination)
+		if s.Reason != "" {
+			gauge(teSetReason, 1, s.Source, s.Destination, s.Reason)
+		}
 	}
 }
 

@@ -124,11 +124,13 @@ type Counters struct {
 	Sets                                         []SetGauge
 }
 
-// SetGauge is a pair's set: how many ELPs and how long since it changed.
+// SetGauge is a pair's set: how many ELPs, how long since it changed,
+// and why it did.
 type SetGauge struct {
 	Source, Destination string
 	ELPs                int
 	Age                 time.Duration
+	Reason              string
 }
 
 // Status returns a snapshot of the role.
@@ -232,8 +234,8 @@ func (e *Engine) counters() Counters {
 	now := e.now()
 	for _, p := range e.pairs {
 		g := SetGauge{Source: p.key.src, Destination: p.key.dst, ELPs: len(p.set)}
-		if at, _ := p.tracker.Changed(); !at.IsZero() {
-			g.Age = now.Sub(at)
+		if at, why := p.tracker.Changed(); !at.IsZero() {
+			g.Age, g.Reason = now.Sub(at), why
 		}
 		c.Sets = append(c.Sets, g)
 	}
