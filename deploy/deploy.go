@@ -40,6 +40,16 @@ const (
 	RouterSysctls = "90-amptcp-router.conf"
 )
 
+// The firewall (nftables/): the ruleset for /etc/nftables.conf, whose
+// input chain includes the files of NFTablesDir, and those files, one
+// per daemon, as an operator installs them there.
+const (
+	NFTablesConf = "nftables.conf"
+	NFTablesDir  = "/etc/nftables.d"
+	LispdRules   = "lispd.nft"     // every host running lispd, any role
+	PMRules      = "amptcp-pm.nft" // every host running amptcp pm
+)
+
 // FS is the deploy directory: systemd/, etc/amptcp/, sysctl.d/,
 // nftables/.
 func FS() fs.FS { return files }
@@ -104,9 +114,10 @@ func LoadUnit(name string) (*Unit, error) {
 }
 
 // Host says where a host keeps what the units name BinDir and
-// ConfigDir: a lab node keeps them in directories of its own.
+// ConfigDir, and the firewall NFTablesDir: a lab node keeps them in
+// directories of its own.
 type Host struct {
-	Bin, Config string
+	Bin, Config, NFTables string
 }
 
 // Command is a command line of the unit for an instance ("" for a unit
@@ -158,4 +169,26 @@ func Sysctls(name string) ([][2]string, error) {
 		out = append(out, [2]string{strings.TrimSpace(k), strings.TrimSpace(v)})
 	}
 	return out, nil
+}
+
+// Rules reads a file of nftables/.
+func Rules(name string) ([]byte, error) {
+	return files.ReadFile(path.Join("nftables", name))
+}
+
+// Ruleset is nftables.conf as host h loads it: its include reads h's
+// NFTables directory.
+func (h Host) Ruleset() ([]byte, error) {
+	b, err := Rules(NFTablesConf)
+	if err != nil {
+		return nil, err
+	}
+	include := `include "` + NFTablesDir + `/*.nft"`
+	if !strings.Contains(string(b), include) {
+		return nil, fmt.Errorf("%s does not %s", NFTablesConf, include)
+	}
+	if h.NFTables == "" {
+		return b, nil
+	}
+	return []byte(strings.ReplaceAll(string(b), include, `include "`+h.NFTables+`/*.nft"`)), nil
 }

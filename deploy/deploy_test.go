@@ -2,12 +2,14 @@ package deploy
 
 import (
 	"io/fs"
+	"net"
 	"os"
 	"os/exec"
 	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -28,6 +30,7 @@ func TestExampleConfigurations(t *testing.T) {
 	}
 	dir := t.TempDir()
 	var lispd []string
+	metrics := map[string]string{} // port: instance
 	for _, e := range entries {
 		b, err := files.ReadFile(path.Join("etc/amptcp", e.Name()))
 		if err != nil {
@@ -46,6 +49,8 @@ func TestExampleConfigurations(t *testing.T) {
 				t.Errorf("%s: %v", e.Name(), err)
 			} else if c.Control.Socket != "/run/amptcp/pm.sock" {
 				t.Errorf("%s: control socket %s, want /run/amptcp/pm.sock (the unit's RuntimeDirectory)", e.Name(), c.Control.Socket)
+			} else {
+				metricsPort(t, metrics, instance, c.Metrics.Listen)
 			}
 			continue
 		}
@@ -55,6 +60,7 @@ func TestExampleConfigurations(t *testing.T) {
 			continue
 		}
 		lispd = append(lispd, instance)
+		metricsPort(t, metrics, instance, c.Metrics.Listen)
 		if want := "/run/lispd/" + instance + ".sock"; c.Control.Socket != want {
 			t.Errorf("%s: control socket %s, want %s", e.Name(), c.Control.Socket, want)
 		}
@@ -65,6 +71,79 @@ func TestExampleConfigurations(t *testing.T) {
 	}
 	if want := []string{"ddt-root", "mr", "ms", "rtr", "xtr"}; !slices.Equal(lispd, want) {
 		t.Errorf("lispd examples %v, want %v", lispd, want)
+	}
+}
+
+// metricsPort notes an example's metrics port: each its own, since one
+// host may run several daemons (lispd@ms and lispd@ddt-root), and within
+// the firewall rules' range.
+func metricsPort(t *testing.T, seen map[string]string, instance, listen string) {
+	t.Helper()
+	if listen == "" {
+		return
+	}
+	_, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		t.Errorf("%s: metrics.listen %q: %v", instance, listen, err)
+		return
+	}
+	if other, ok := seen[port]; ok {
+		t.Errorf("%s and %s both serve metrics on port %s", other, instance, port)
+	}
+	seen[port] = instance
+	for _, rules := range []string{LispdRules, PMRules} {
+		b, err := Rules(rules)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := metricsRule.FindStringSubmatch(string(b))
+		if m == nil {
+			t.Fatalf("%s: no metrics rule", rules)
+		}
+		p, _ := strconv.Atoi(port)
+		lo, _ := strconv.Atoi(m[1])
+		hi, _ := strconv.Atoi(m[2])
+		if p < lo || p > hi {
+			t.Errorf("%s: metrics port %s outside %s's %s-%s", instance, port, rules, m[1], m[2])
+		}
+	}
+}
+
+var metricsRule = regexp.MustCompile(`tcp dport (\d+)-(\d+) accept comment "metrics"`)
+
+// The ruleset includes the files an operator puts in /etc/nftables.d,
+// read from a lab node's directory there, and every file of nftables/
+// is one that docs/deploy.md names.
+func TestFirewallFiles(t *testing.T) {
+	real, err := Host{}.Ruleset()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lab, err := Host{NFTables: "/run/lab/n1/etc/nftables.d"}.Ruleset()
+	if err != nil {
+		t.Fatal(err)
+	}
+	include := `include "` + NFTablesDir + `/*.nft"`
+	if want := strings.ReplaceAll(string(real), include, `include "/run/lab/n1/etc/nftables.d/*.nft"`); string(lab) != want || want == string(real) {
+		t.Errorf("a lab node's ruleset:\n%s\nwant\n%s", lab, want)
+	}
+	doc, err := os.ReadFile("../docs/deploy.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, err := fs.ReadDir(files, "nftables")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+		if !strings.Contains(string(doc), "deploy/nftables/"+e.Name()) {
+			t.Errorf("docs/deploy.md does not name deploy/nftables/%s", e.Name())
+		}
+	}
+	if want := []string{PMRules, LispdRules, NFTablesConf}; !slices.Equal(names, want) {
+		t.Errorf("nftables/ holds %v, want %v", names, want)
 	}
 }
 

@@ -23,7 +23,8 @@ import (
 //	    ms1 (6)             map-server, 10.1.0.0/17: site a 10.1.1.0/24
 //	    ms2 (7)             map-server, 10.1.128.0/17: site b 10.1.129.0/24
 //	  us1 (5)               ddt-node, 10.2.0.0/16
-//	    ms3 (8)             map-server, 10.2.0.0/17: site c 10.2.1.0/24 (forwarded to its ETR)
+//	    ms3 (8)             map-server, 10.2.0.0/17: site c 10.2.1.0/24 (forwarded to its ETR),
+//	                        site e 10.2.64.0/18 (only 10.2.64.0/24 registered); its own peer
 //	    ms4 (9)             map-server, 10.2.128.0/17: site d 10.2.129.0/24, the ITR's 10.2.200.0/24
 //	  loop (12)             ddt-node, 10.9.0.0/16, which refers back to the root
 //	  bad (13)              answers 10.8.0.0/16 with broken referrals, also from 172.16.13.3
@@ -111,8 +112,16 @@ func ddtNodeConfig(auth string, delegations ...string) string {
 		strings.Join(delegations, "\n    - ") + "\n"
 }
 
-func msConfig(auth string, sites ...string) string {
-	return "roles: [map-server]\nmap-server:\n  ddt: {authoritative-prefixes: [" + auth + "]}\n  sites:\n    - " +
+func msConfig(auth string, sites ...string) string { return msConfigPeers(auth, "", sites...) }
+
+// msConfigPeers is msConfig with the map-server's DDT peers (addresses
+// separated by ", "): its referral sets are complete, and cached.
+func msConfigPeers(auth, peers string, sites ...string) string {
+	ddt := "{authoritative-prefixes: [" + auth + "]"
+	if peers != "" {
+		ddt += ", peers: [" + peers + "]"
+	}
+	return "roles: [map-server]\nmap-server:\n  ddt: " + ddt + "}\n  sites:\n    - " +
 		strings.Join(sites, "\n    - ") + "\n"
 }
 
@@ -207,7 +216,8 @@ func TestDDT(t *testing.T) {
 	n.start(t, "loop", loopConfig)
 	n.start(t, "ms1", msConfig("{prefix: 10.1.0.0/17}", site("a", "10.1.1.0/24")))
 	n.start(t, "ms2", msConfig("{prefix: 10.1.128.0/17}", site("b", "10.1.129.0/24")))
-	n.start(t, "ms3", msConfig("{prefix: 10.2.0.0/17}", site("c", "10.2.1.0/24")))
+	n.start(t, "ms3", msConfigPeers("{prefix: 10.2.0.0/17}", rloc("ms3"), site("c", "10.2.1.0/24"),
+		"{name: e, keys: [{id: 0, secret: key-e}], eid-prefixes: [{prefix: 10.2.64.0/18, accept-more-specifics: true}]}"))
 	n.start(t, "ms4", msConfig("{prefix: 10.2.128.0/17}", site("d", "10.2.129.0/24"), site("itr", "10.2.200.0/24")))
 	n.start(t, "mr", mrConfig)
 	startBadNode(t, n.nodes["bad"])
@@ -215,6 +225,7 @@ func TestDDT(t *testing.T) {
 	n.registerSite(t, "172.16.11.3:0", "ms2", "b", "10.1.129.0/24", "192.0.2.2", true)
 	etrC := n.registerSite(t, "172.16.11.4:4342", "ms3", "c", "10.2.1.0/24", "172.16.11.4", false)
 	n.registerSite(t, "172.16.11.5:0", "ms4", "d", "10.2.129.0/24", "192.0.2.4", true)
+	n.registerSite(t, "172.16.11.2:0", "ms3", "e", "10.2.64.0/24", "192.0.2.5", true)
 
 	t.Run("lig resolves under each map-server", func(t *testing.T) {
 		for _, tc := range []struct{ eid, prefix, locator, replier string }{
@@ -317,6 +328,102 @@ xtr:
 		if after := n.resolverCounters(t); after.Sent != before.Sent || after.CacheNegative != before.CacheNegative+1 {
 			t.Errorf("the cached hole was not used: sent %d -> %d, negatives from the cache %d -> %d",
 				before.Sent, after.Sent, before.CacheNegative, after.CacheNegative)
+		}
+	})
+
+	// 10.2.100.1 is in ms3's site e, where only 10.2.64.0/24 is
+	// registered: MS-NOT-REGISTERED (RFC 8111) for the largest prefix
+	// around it that holds no registration, 10.2.96.0/19, for 1 minute
+	// (the RFC's TTL for it, as against 15 for a delegation hole), which the map-resolver answers with a negative
+	// Map-Reply of that prefix and TTL and caches: ms3 lists its peers
+	// (itself), so the referral is complete.
+	t.Run("an unregistered EID is MS-NOT-REGISTERED, answered and cached", func(t *testing.T) {
+		before := n.resolverCounters(t)
+		msBefore := n.status(t, "ms3").Counters.DDT.Referrals["ms-not-registered"]
+		res := n.resolve(t, "10.2.100.1")
+		rec := res.Records[0]
+		if rec.EID != "10.2.96.0" || rec.MaskLen != 19 || rec.TTL != 1 || rec.Action != "natively-forward" ||
+			len(rec.Locators) != 0 || !strings.HasPrefix(res.Replier, rloc("mr")+":") {
+			t.Fatalf("unregistered: %+v from %s", rec, res.Replier)
+		}
+		after := n.resolverCounters(t)
+		if after.Referrals["ms-not-registered"] != before.Referrals["ms-not-registered"]+1 ||
+			after.Negatives != before.Negatives+1 || after.Sent != before.Sent+1 {
+			t.Errorf("map-resolver: ms-not-registered %d -> %d, negative replies %d -> %d, sent %d -> %d; want one each",
+				before.Referrals["ms-not-registered"], after.Referrals["ms-not-registered"],
+				before.Negatives, after.Negatives, before.Sent, after.Sent)
+		}
+		if got := n.status(t, "ms3").Counters.DDT.Referrals["ms-not-registered"]; got != msBefore+1 {
+			t.Errorf("ms3 sent %d MS-NOT-REGISTERED, want %d", got, msBefore+1)
+		}
+		var cached bool
+		for _, e := range n.status(t, "mr").DDTResolver.Referrals {
+			cached = cached || (e.EID == "10.2.96.0/19" && e.Action == "ms-not-registered" && e.Source == rloc("ms3") &&
+				time.Until(e.Expires) > 0 && time.Until(e.Expires) <= time.Minute)
+		}
+		if !cached {
+			t.Errorf("no ms-not-registered 10.2.96.0/19 from ms3 for at most a minute in the referral cache: %+v",
+				n.status(t, "mr").DDTResolver.Referrals)
+		}
+		status, err := n.nodes["ops"].Exec(t, filepath.Join(bin, "lispd"), "status", "-socket", n.socks["mr"])
+		if err != nil || !strings.Contains(status, "10.2.96.0/19  ms-not-registered, from "+rloc("ms3")+", expires in ") {
+			t.Errorf("lispd status (%v) shows no cached ms-not-registered 10.2.96.0/19:\n%s", err, status)
+		}
+
+		// Another EID of the prefix, within the minute: from the cache,
+		// nothing sent down the tree.
+		res = n.resolve(t, "10.2.120.1")
+		if rec := res.Records[0]; rec.EID != "10.2.96.0" || rec.MaskLen != 19 || rec.TTL != 1 || rec.Action != "natively-forward" {
+			t.Errorf("second EID of the unregistered prefix: %+v", rec)
+		}
+		cachedAt := n.resolverCounters(t)
+		if cachedAt.Sent != after.Sent || cachedAt.CacheNegative != after.CacheNegative+1 {
+			t.Errorf("not answered from the cache: sent %d -> %d, negatives from the cache %d -> %d",
+				after.Sent, cachedAt.Sent, after.CacheNegative, cachedAt.CacheNegative)
+		}
+		if m := scrape(t, n.nodes["mr"]); m[`lispd_ddt_resolver_cache_hits_total{kind="negative"}`] != float64(cachedAt.CacheNegative) {
+			t.Errorf("metrics: negative cache hits %v, want %d", m[`lispd_ddt_resolver_cache_hits_total{kind="negative"}`],
+				cachedAt.CacheNegative)
+		}
+		if got := n.status(t, "ms3").Counters.DDT.Referrals["ms-not-registered"]; got != msBefore+1 {
+			t.Errorf("ms3 was asked again: %d MS-NOT-REGISTERED, want %d", got, msBefore+1)
+		}
+		// An EID of the registered part still resolves.
+		if rec := n.resolve(t, "10.2.64.7").Records[0]; rec.EID != "10.2.64.0" || rec.MaskLen != 24 || len(rec.Locators) != 1 {
+			t.Errorf("10.2.64.7: %+v", rec)
+		}
+
+		// lig -trace walks the tree to ms3 and ends at its referral.
+		tr, err := n.lig(t, "10.2.100.1", "-trace", "-m", rloc("root1"))
+		if err != nil {
+			t.Fatalf("lig -trace: %v", err)
+		}
+		want := []struct{ from, action, prefix string }{
+			{rloc("root1"), "node-referral", "10.2.0.0/16"},
+			{rloc("us1"), "ms-referral", "10.2.0.0/17"},
+			{rloc("ms3"), "ms-not-registered", "10.2.96.0/19"},
+		}
+		if len(tr.Referrals) != len(want) || len(tr.Records) != 0 {
+			t.Fatalf("lig -trace: referrals %+v, records %+v", tr.Referrals, tr.Records)
+		}
+		for i, w := range want {
+			h := tr.Referrals[i]
+			if !strings.HasPrefix(h.Node, w.from+":") || h.Action != w.action || fmt.Sprintf("%s/%d", h.EID, h.MaskLen) != w.prefix {
+				t.Errorf("hop %d: %+v, want %+v", i, h, w)
+			}
+		}
+		if h := tr.Referrals[2]; h.TTL != 1 || h.Incomplete || len(h.Referrals) != 1 || h.Referrals[0] != rloc("ms3") {
+			t.Errorf("ms3's referral: %+v, want TTL 1, complete, its peer set", h)
+		}
+		out, err := n.nodes["ops"].Exec(t, filepath.Join(bin, "amptcp"), "lig", "-trace", "-m", rloc("root1"), "10.2.100.1")
+		for _, line := range []string{
+			"Received map-referral from " + rloc("ms3") + " with rtt",
+			": ms-not-registered 10.2.96.0/19, ttl 1 mins, auth\n",
+			"No mapping for EID 10.2.100.1: its site has not registered it",
+		} {
+			if err != nil || !strings.Contains(out, line) {
+				t.Errorf("lig -trace (%v) lacks %q:\n%s", err, line, out)
+			}
 		}
 	})
 

@@ -80,10 +80,18 @@ func labGone(t *testing.T, st *State, opts Options) {
 // test ends, with the test's binaries; progress, if not nil, gets Up's.
 func upLab(t *testing.T, name, path string, progress *bytes.Buffer) (*State, Options, *topo.Topology) {
 	t.Helper()
+	return upLabWith(t, name, path, Options{Progress: progress})
+}
+
+// upLabWith is upLab with options of the test's (opts.Progress, if not
+// nil, gets Up's); the directory and the binaries are the test's.
+func upLabWith(t *testing.T, name, path string, opts Options) (*State, Options, *topo.Topology) {
+	t.Helper()
+	progress, _ := opts.Progress.(*bytes.Buffer)
 	if progress == nil {
 		progress = &bytes.Buffer{}
 	}
-	opts := Options{Dir: t.TempDir(), Bin: bin, Progress: progress}
+	opts.Dir, opts.Bin, opts.Progress = t.TempDir(), bin, progress
 	top, err := topo.Load(path)
 	if err != nil {
 		t.Fatal(err)

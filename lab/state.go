@@ -37,6 +37,10 @@ type Options struct {
 	Progress io.Writer
 	// Links makes the links that are not emulated; veth pairs when nil.
 	Links LinkMaker
+	// Firewall, when not nil, loads deploy/'s nftables rules in the
+	// namespace of every node that runs amptcp's daemons, before they
+	// start, as docs/deploy.md tells an operator.
+	Firewall *Firewall
 }
 
 func (o *Options) dir(name string) string {

@@ -83,6 +83,9 @@ func (b *builder) build(ctx context.Context) error {
 		if err := b.node(n); err != nil {
 			return fmt.Errorf("node %s: %w", n.Name, err)
 		}
+		if err := b.loadFirewall(n); err != nil {
+			return fmt.Errorf("node %s: %w", n.Name, err)
+		}
 	}
 	b.opts.progress("namespaces: %d created", len(p.Nodes))
 	links := b.opts.Links

@@ -21,7 +21,7 @@ var (
 	ddtrTimeouts  = desc("ddt_resolver_timeouts_total", "DDT Map-Requests unanswered within the request timeout.")
 	ddtrGivenUp   = desc("ddt_resolver_given_up_total", "Requests given up after every RLOC of a referral set had its tries.")
 	ddtrResolved  = desc("ddt_resolver_resolved_total", "Requests a map-server acknowledged (MS-ACK).")
-	ddtrNegatives = desc("ddt_resolver_negative_replies_total", "Negative Map-Replies the DDT resolution sent to ITRs.")
+	ddtrNegatives = desc("ddt_resolver_negative_replies_total", "Negative Map-Replies the DDT resolution sent to ITRs on a referral received (those from the cache are cache_hits_total{kind=\"negative\"}).")
 	ddtrStale     = desc("ddt_resolver_stale_referrals_total", "Cached referrals dropped because their node was no longer authoritative.")
 	ddtrReferrals = desc("ddt_resolver_referrals_total", "Map-Referrals followed, by action.", "action")
 	ddtrRefused   = desc("ddt_resolver_referrals_refused_total", "Map-Referrals refused, by reason.", "reason")

@@ -11,6 +11,7 @@ packages=(
 	iperf3     # throughput references
 	mptcpize   # `mptcpize run iperf3`: the lab's iperf3 flows over MPTCP
 	iproute2   # namespaces and links in tests
+	nftables   # nft: deploy/nftables' rules, loaded in the deployment's lab
 	chromium chromium-driver # the lab's live view, tested in a headless browser
 )
 staticcheck_version=v0.8.2 # staticcheck 2026.2.2

@@ -70,7 +70,8 @@ type DDTCounters struct {
 	// Sent counts the DDT Map-Requests sent, tries included; Timeouts
 	// the tries unanswered in time; Exhausted the requests given up after
 	// every RLOC of a set had its tries; Resolved those a map-server
-	// acknowledged (MS-ACK); Negatives the negative Map-Replies sent;
+	// acknowledged (MS-ACK); Negatives the negative Map-Replies sent on
+	// a referral received (those from the cache are CacheNegative);
 	// Stale the cached referrals dropped because their node was not
 	// authoritative any more.
 	Sent, Timeouts, Exhausted, Resolved, Negatives, Stale uint64

@@ -7,11 +7,16 @@
 package testenv
 
 import (
+	"compress/gzip"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // RequireEnv is the environment variable that turns skips into failures.
@@ -66,3 +71,50 @@ func RequireTool(t testing.TB, name string) string {
 // namespaces, links and files that tests create. It is short because Linux
 // interface names have at most 15 bytes.
 var Prefix = "at" + strconv.FormatInt(int64(os.Getpid())%(36*36*36*36), 36)
+
+// RequireNFTables needs nft on PATH (make deps installs it) and a kernel
+// with nf_tables, for an inet table that tracks connections, and returns
+// nft's path. It reads the kernel's configuration from /proc/config.gz or
+// /boot/config-RELEASE; when neither is there, it lets nft find out.
+func RequireNFTables(t testing.TB) string {
+	t.Helper()
+	nft := RequireTool(t, "nft")
+	if config, err := kernelConfig(); err == nil {
+		missing := lacks(config, "CONFIG_NF_TABLES", "CONFIG_NF_TABLES_INET", "CONFIG_NFT_CT")
+		Require(t, len(missing) == 0, fmt.Sprintf("the kernel has no nf_tables (%s not set in its configuration): "+
+			"the firewall rules of deploy/nftables cannot be loaded", strings.Join(missing, ", ")))
+	}
+	return nft
+}
+
+// lacks returns the options of names that a kernel's configuration
+// neither builds in nor as modules.
+func lacks(config string, names ...string) []string {
+	config = "\n" + config + "\n"
+	var missing []string
+	for _, name := range names {
+		if !strings.Contains(config, "\n"+name+"=y\n") && !strings.Contains(config, "\n"+name+"=m\n") {
+			missing = append(missing, name)
+		}
+	}
+	return missing
+}
+
+// kernelConfig is the running kernel's configuration.
+func kernelConfig() (string, error) {
+	if f, err := os.Open("/proc/config.gz"); err == nil {
+		defer f.Close()
+		z, err := gzip.NewReader(f)
+		if err != nil {
+			return "", err
+		}
+		b, err := io.ReadAll(z)
+		return string(b), err
+	}
+	var uts unix.Utsname
+	if err := unix.Uname(&uts); err != nil {
+		return "", err
+	}
+	b, err := os.ReadFile("/boot/config-" + unix.ByteSliceToString(uts.Release[:]))
+	return string(b), err
+}

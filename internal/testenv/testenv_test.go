@@ -44,3 +44,11 @@ func TestPrefixFitsInterfaceNames(t *testing.T) {
 		t.Fatalf("Prefix %q is %d bytes, want at most 7", Prefix, len(Prefix))
 	}
 }
+
+func TestLacks(t *testing.T) {
+	config := "# comment\nCONFIG_NF_TABLES=y\nCONFIG_NF_TABLES_INET=m\n# CONFIG_NFT_CT is not set\nCONFIG_NFT_CT_X=y"
+	got := lacks(config, "CONFIG_NF_TABLES", "CONFIG_NF_TABLES_INET", "CONFIG_NFT_CT", "CONFIG_NFT_CT_X")
+	if want := []string{"CONFIG_NFT_CT"}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("lacks: %v, want %v", got, want)
+	}
+}
