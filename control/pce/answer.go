@@ -53,35 +53,39 @@ func (e *Engine) Engineer(q resolver.Question) (lisp.MapRecord, bool) {
 }
 
 // ask learns what a Map-Request for a registered prefix says: the xTR
-// the prefix is of (the registrations read again if the role does not
-// know it), the pair of the source xTR that asks (its set computed at
-// its first request), and the router that asked, which is solicited when
-// the prefix's mapping changes. It returns the xTR, nil for a prefix of
-// no xTR the role knows, and the pair, nil when the requester is no
-// source xTR.
+// the prefix is of, the pair of the source xTR that asks (its set
+// computed at its first request), and the router that asked, which is
+// solicited when the prefix's mapping changes. The registrations are
+// read again when the role knows the prefix or the requester not: a
+// site's first requests come right after it registers. It returns the
+// xTR, nil for a prefix of no xTR the role knows, and the pair, nil when
+// the requester is no source xTR.
 func (e *Engine) ask(q resolver.Question) (*node, *pair) {
 	now := e.now()
+	who := requesterOf(q.Request, q.From)
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	t := e.byEID[q.Answer.EID]
-	if t == nil && now.Sub(e.learnt) >= relearn {
-		// Registered since the role last looked: a site's first
-		// requests come right after it registers.
+	t, src := e.byEID[q.Answer.EID], e.node(who)
+	if (t == nil || src == nil) && now.Sub(e.learnt) >= relearn {
 		e.mu.Unlock()
 		e.learn()
 		e.mu.Lock()
-		t = e.byEID[q.Answer.EID]
+		t, src = e.byEID[q.Answer.EID], e.node(who)
 	}
-	src := e.requester(q.Request, q.From)
-	if t == nil {
-		if at, ok := control.ReplyAddr(q.Request.ITRRLOCs, q.From.Addr()); ok && len(e.unknown) < maxUnknown {
-			u := unknownAsk{seen: now}
-			if src != nil {
-				u.src = src.name
-			}
-			e.unknown[asker{at.Unmap(), q.Answer.EID}] = u
+	at, replyable := control.ReplyAddr(q.Request.ITRRLOCs, q.From.Addr())
+	a := asker{at.Unmap(), q.Answer.EID}
+	if t == nil || src == nil {
+		// The prefix's or the requester's site registered since the
+		// role last read the registrations (or the requester is no
+		// router of the overlay): taken in at the next reading, so that
+		// an ITR is solicited when its ELPs come rather than keep the
+		// registered mapping for the TTL.
+		if replyable && len(e.unknown) < maxUnknown {
+			e.unknown[a] = unknownAsk{who: who, seen: now}
 		}
-		return nil, nil
+		if t == nil {
+			return nil, nil
+		}
 	}
 	var p *pair
 	if src != nil && src.role == "xtr" && src != t {
@@ -99,10 +103,8 @@ func (e *Engine) ask(q resolver.Question) (*node, *pair) {
 	}
 	// Known routers are solicited when the mapping changes; this one
 	// asks after any change its own request made.
-	if src != nil {
-		if at, ok := control.ReplyAddr(q.Request.ITRRLOCs, q.From.Addr()); ok {
-			e.dest(t.name).askers[asker{at.Unmap(), q.Answer.EID}] = now
-		}
+	if src != nil && replyable {
+		e.dest(t.name).askers[a] = now
 	}
 	return t, p
 }
@@ -166,18 +168,19 @@ const relearn = 100 * time.Millisecond
 // not know yet.
 const maxUnknown = 4096
 
-// unknownAsk is a request for a prefix the role did not know: when, and
-// the node it came from, if the role knew that.
+// unknownAsk is a request for a prefix, or from a requester, the role
+// did not know: who sent it, and when.
 type unknownAsk struct {
-	src  string
+	who  requester
 	seen time.Time
 }
 
-// adoptUnknown takes in the requests for prefixes the role did not know,
-// once it knows them: their routers become askers of the destination,
-// solicited when its ELPs come, and a source xTR's pair is made, to be
-// computed at the next reading. Those it still does not know after three
-// TTLs are forgotten. The caller holds the lock.
+// adoptUnknown takes in the requests for prefixes, or from requesters,
+// the role did not know, once it knows the prefix: their routers become
+// askers of the destination, solicited when its ELPs come, and a source
+// xTR's pair is made, to be computed at the next reading. Those whose
+// prefix it still does not know after three TTLs are forgotten. The
+// caller holds the lock.
 func (e *Engine) adoptUnknown(now time.Time) {
 	for a, u := range e.unknown {
 		t := e.byEID[a.eid]
@@ -189,7 +192,7 @@ func (e *Engine) adoptUnknown(now time.Time) {
 		}
 		delete(e.unknown, a)
 		e.dest(t.name).askers[a] = u.seen
-		if src := e.nodes[u.src]; src != nil && src.role == "xtr" && src != t {
+		if src := e.node(u.who); src != nil && src.role == "xtr" && src != t {
 			k := pairKey{src.name, t.name}
 			if e.pairs[k] == nil {
 				e.pairs[k] = &pair{key: k, tracker: te.NewTracker(e.hyst), lastAsked: u.seen}

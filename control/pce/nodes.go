@@ -144,28 +144,49 @@ func (e *Engine) index() {
 	}
 }
 
-// requester is the node a Map-Request comes from: the site of its
-// source EID when it gives one, else the node that has one of its
-// ITR-RLOCs, else the site whose prefix holds one (a host asking for
-// itself, as `amptcp pm` does), else the node it came from. The caller
-// holds the lock.
-func (e *Engine) requester(req *lisp.MapRequest, from netip.AddrPort) *node {
+// requester identifies who sent a Map-Request, in values that outlive
+// the request (decoded requests are reused): its source EID, its
+// ITR-RLOCs and the address it came from.
+type requester struct {
+	srcIID uint32
+	srcEID netip.Addr // invalid when the request gives none
+	itrs   []netip.Addr
+	from   netip.Addr
+}
+
+func requesterOf(req *lisp.MapRequest, from netip.AddrPort) requester {
+	r := requester{from: from.Addr().Unmap()}
 	if iid, eid, ok := control.EIDOf(req.SourceEID); ok {
-		if n, found := e.sites.Lookup(iid, eid.Unmap()); found {
-			return n
-		}
+		r.srcIID, r.srcEID = iid, eid.Unmap()
 	}
 	for _, a := range req.ITRRLOCs {
-		if n := e.byAddr[a.IP().Unmap()]; n != nil {
+		r.itrs = append(r.itrs, a.IP().Unmap())
+	}
+	return r
+}
+
+// node is the node a request comes from: the site of its source EID
+// when it gives one, else the node that has one of its ITR-RLOCs, else
+// the site whose prefix holds one (a host asking for itself, as
+// `amptcp pm` does), else the node it came from; nil when the role knows
+// none of them. The caller holds the lock.
+func (e *Engine) node(r requester) *node {
+	if r.srcEID.IsValid() {
+		if n, found := e.sites.Lookup(r.srcIID, r.srcEID); found {
 			return n
 		}
 	}
-	for _, a := range req.ITRRLOCs {
-		if n := e.siteOf(a.IP().Unmap()); n != nil {
+	for _, a := range r.itrs {
+		if n := e.byAddr[a]; n != nil {
 			return n
 		}
 	}
-	return e.byAddr[from.Addr().Unmap()]
+	for _, a := range r.itrs {
+		if n := e.siteOf(a); n != nil {
+			return n
+		}
+	}
+	return e.byAddr[r.from]
 }
 
 // siteOf is the xTR of the registered prefix that holds a, in any

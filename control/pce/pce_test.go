@@ -342,12 +342,13 @@ func TestUnknownAndUnengineered(t *testing.T) {
 		t.Errorf("b registered again, asked at once: %v %v", ok, locators(rec))
 	}
 	// At the next reading the role learns b and xs's pair, then computes
-	// its ELPs and solicits the ITR that asked.
+	// its ELPs and solicits the routers that asked: xs, and the unknown
+	// requester, which got the registered mapping too.
 	*now = now.Add(time.Second)
 	e.Collect(context.Background())
 	e.Collect(context.Background())
-	if smrs := o.smrs(); len(smrs) != 1 || smrs[0].Addr().String() != addrOf["xs"] {
-		t.Errorf("SMRs %v, want one to xs", smrs)
+	if smrs := o.smrs(); len(smrs) != 2 || smrs[0].Addr().String() != addrOf["xs"] || smrs[1].Addr().String() != "192.0.2.1" {
+		t.Errorf("SMRs %v, want one to xs and one to 192.0.2.1", smrs)
 	}
 	if rec, _ := ask(t, e, addrOf["xs"], ""); len(rec.Locators) != 3 {
 		t.Errorf("after the SMR: %v", locators(rec))
@@ -411,5 +412,36 @@ te:
 	}
 	if c := e.Counters(); len(c.Sets) != 1 || c.Sets[0].ELPs != 2 || len(c.Matrix) != 4 {
 		t.Errorf("counters %+v", c)
+	}
+}
+
+// TestUnknownSource: the destination is known but the source's site
+// registered after the role last read the registrations, and its ITR
+// asks at once: it gets the registered mapping for the role's TTL, and
+// once the role knows the source, its ELPs and an SMR, so that the ITR
+// does not keep the direct path for the TTL.
+func TestUnknownSource(t *testing.T) {
+	e, o, now := paperLike(t, "")
+	o.mu.Lock()
+	o.regs = o.regs[1:] // site b only
+	o.mu.Unlock()
+	*now = now.Add(time.Second)
+	e.Collect(context.Background())
+	o.mu.Lock()
+	o.regs = append(o.regs, registered("a", "xs", "10.1.0.0/24"))
+	o.mu.Unlock()
+	o.smrs()
+	if rec, ok := ask(t, e, addrOf["xs"], "10.1.0.1"); !ok || rec.TTL != 5 || len(rec.Locators) != 1 {
+		t.Errorf("a source the role does not know yet: %v %v ttl %d, want the registered mapping for the role's TTL",
+			ok, locators(rec), rec.TTL)
+	}
+	*now = now.Add(time.Second)
+	e.Collect(context.Background())
+	e.Collect(context.Background())
+	if smrs := o.smrs(); len(smrs) != 1 || smrs[0].Addr().String() != addrOf["xs"] {
+		t.Errorf("SMRs %v, want one to xs", smrs)
+	}
+	if rec, _ := ask(t, e, addrOf["xs"], "10.1.0.1"); len(rec.Locators) != 3 {
+		t.Errorf("after the SMR: %v", locators(rec))
 	}
 }
