@@ -66,9 +66,10 @@ func (rg *rig) measure(flows []*flow, warmup, d time.Duration) rates {
 		sndbuf time.Duration  // sndbuf- and rwnd-limited time of the subflows
 		rwnd   time.Duration
 		busy   time.Duration
+		busyOf map[int]time.Duration // busy time by client address index
 	}
 	take := func(f *flow) snap {
-		s := snap{recv: f.received.Load(), sub: map[int]uint64{}}
+		s := snap{recv: f.received.Load(), sub: map[int]uint64{}, busyOf: map[int]time.Duration{}}
 		if fi, err := f.fullInfo(); err == nil {
 			for _, sf := range fi.Subflows {
 				k := int(sf.Local.Addr().As4()[2])
@@ -76,6 +77,7 @@ func (rg *rig) measure(flows []*flow, warmup, d time.Duration) rates {
 				s.sndbuf += sf.TCP.SndbufLimited
 				s.rwnd += sf.TCP.RwndLimited
 				s.busy += sf.TCP.BusyTime
+				s.busyOf[k] += sf.TCP.BusyTime
 			}
 		}
 		return s
@@ -85,6 +87,12 @@ func (rg *rig) measure(flows []*flow, warmup, d time.Duration) rates {
 		before[i] = take(f)
 	}
 	start := time.Now()
+	if tracing() {
+		stop := make(chan struct{})
+		done := make(chan struct{})
+		go func() { rg.trace(flows, stop); close(done) }()
+		defer func() { close(stop); <-done }()
+	}
 	time.Sleep(d)
 	r := rates{flow: map[string]float64{}, subflow: map[string]map[int]float64{}}
 	secs := time.Since(start).Seconds()
@@ -104,6 +112,15 @@ func (rg *rig) measure(flows []*flow, warmup, d time.Duration) rates {
 				rwnd := float64(after.rwnd-before[i].rwnd) / float64(busy)
 				if sndbuf+rwnd > 0.2 {
 					t.Errorf("flow %s: its subflows were limited by the send buffer %.0f %% and by the receiver's window %.0f %% of their busy time: the test needs them window-limited", f.name, 100*sndbuf, 100*rwnd)
+				}
+			}
+			// A window-limited subflow always has data in flight: one
+			// idle (neither sending nor waiting for an ACK) was left
+			// without data by its connection, which neither limit above
+			// counts (MPTCP's head-of-line blocking, see sendBuffers).
+			for k, b := range after.busyOf {
+				if idle := 1 - (b-before[i].busyOf[k]).Seconds()/secs; idle > 0.2 {
+					t.Errorf("flow %s: its subflow from address %d was idle %.0f %% of the measurement: the test needs it window-limited", f.name, k, 100*idle)
 				}
 			}
 		}
