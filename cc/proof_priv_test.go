@@ -313,8 +313,19 @@ func TestFriendliness(t *testing.T) {
 	if share(LIA) < share("reno")+0.05 {
 		t.Errorf("LIA left the TCP user %.3f of its path, not more than uncoupled Reno's %.3f", share(LIA), share("reno"))
 	}
-	if share(OLIA) < 0.8 || share(OLIA) < share(LIA)+0.08 {
-		t.Errorf("OLIA left the TCP user %.3f of its path, want at least 0.8 and clearly more than LIA's %.3f", share(OLIA), share(LIA))
+	// OLIA's Pareto-optimal allocation leaves the whole shared path to
+	// the TCP user, but no subflow goes below two packets (Linux's
+	// least window, and OLIA's decrease stops there): two packets per
+	// RTT of 20-40 ms are 0.6-1.2 Mbit/s, so OLIA can leave at most
+	// oliaCeiling (taking the largest floor). LIA leaves 0.7 of the path
+	// in the fluid model, 0.80 in the packet simulation of the model
+	// (cc/model/netsim) and 0.82-0.88 on these links, close enough to
+	// the ceiling that a fixed margin above it could exceed what any
+	// OLIA reaches; OLIA must instead close at least half of the gap
+	// between LIA and the ceiling. An OLIA that behaves as LIA closes
+	// none of it.
+	if want := share(LIA) + (oliaCeiling-share(LIA))/2; share(OLIA) < 0.8 || share(OLIA) < want {
+		t.Errorf("OLIA left the TCP user %.3f of its path, want at least 0.8 and %.3f (half-way from LIA's %.3f to the %.3f that OLIA's two-packet floor allows)", share(OLIA), want, share(LIA), oliaCeiling)
 	}
 	if share(BALIA) < share(LIA)-0.05 {
 		t.Errorf("BALIA left the TCP user %.3f, less than LIA's %.3f", share(BALIA), share(LIA))
@@ -325,6 +336,10 @@ func TestFriendliness(t *testing.T) {
 		}
 	}
 }
+
+// oliaCeiling is the most of the shared path OLIA can leave the TCP user
+// in TestFriendliness: all but two packets per base RTT (20 ms).
+const oliaCeiling = 1 - 2*1448*8/0.020/1e6/(10*goodput)
 
 // [Peng16]'s responsiveness on the same scenario: when the TCP user of
 // the shared path leaves, how long the multipath user takes to fill it.
