@@ -66,9 +66,10 @@ func (rg *rig) measure(flows []*flow, warmup, d time.Duration) rates {
 		sndbuf time.Duration  // sndbuf- and rwnd-limited time of the subflows
 		rwnd   time.Duration
 		busy   time.Duration
+		busyOf map[int]time.Duration // busy time by client address index
 	}
 	take := func(f *flow) snap {
-		s := snap{recv: f.received.Load(), sub: map[int]uint64{}}
+		s := snap{recv: f.received.Load(), sub: map[int]uint64{}, busyOf: map[int]time.Duration{}}
 		if fi, err := f.fullInfo(); err == nil {
 			for _, sf := range fi.Subflows {
 				k := int(sf.Local.Addr().As4()[2])
@@ -76,6 +77,7 @@ func (rg *rig) measure(flows []*flow, warmup, d time.Duration) rates {
 				s.sndbuf += sf.TCP.SndbufLimited
 				s.rwnd += sf.TCP.RwndLimited
 				s.busy += sf.TCP.BusyTime
+				s.busyOf[k] += sf.TCP.BusyTime
 			}
 		}
 		return s
@@ -85,6 +87,12 @@ func (rg *rig) measure(flows []*flow, warmup, d time.Duration) rates {
 		before[i] = take(f)
 	}
 	start := time.Now()
+	if tracing() {
+		stop := make(chan struct{})
+		done := make(chan struct{})
+		go func() { rg.trace(flows, stop); close(done) }()
+		defer func() { close(stop); <-done }()
+	}
 	time.Sleep(d)
 	r := rates{flow: map[string]float64{}, subflow: map[string]map[int]float64{}}
 	secs := time.Since(start).Seconds()
@@ -104,6 +112,15 @@ func (rg *rig) measure(flows []*flow, warmup, d time.Duration) rates {
 				rwnd := float64(after.rwnd-before[i].rwnd) / float64(busy)
 				if sndbuf+rwnd > 0.2 {
 					t.Errorf("flow %s: its subflows were limited by the send buffer %.0f %% and by the receiver's window %.0f %% of their busy time: the test needs them window-limited", f.name, 100*sndbuf, 100*rwnd)
+				}
+			}
+			// A window-limited subflow always has data in flight: one
+			// idle (neither sending nor waiting for an ACK) was left
+			// without data by its connection, which neither limit above
+			// counts (MPTCP's head-of-line blocking, see sendBuffers).
+			for k, b := range after.busyOf {
+				if idle := 1 - (b-before[i].busyOf[k]).Seconds()/secs; idle > 0.2 {
+					t.Errorf("flow %s: its subflow from address %d was idle %.0f %% of the measurement: the test needs it window-limited", f.name, k, 100*idle)
 				}
 			}
 		}
@@ -296,8 +313,19 @@ func TestFriendliness(t *testing.T) {
 	if share(LIA) < share("reno")+0.05 {
 		t.Errorf("LIA left the TCP user %.3f of its path, not more than uncoupled Reno's %.3f", share(LIA), share("reno"))
 	}
-	if share(OLIA) < 0.8 || share(OLIA) < share(LIA)+0.08 {
-		t.Errorf("OLIA left the TCP user %.3f of its path, want at least 0.8 and clearly more than LIA's %.3f", share(OLIA), share(LIA))
+	// OLIA's Pareto-optimal allocation leaves the whole shared path to
+	// the TCP user, but no subflow goes below two packets (Linux's
+	// least window, and OLIA's decrease stops there): two packets per
+	// RTT of 20-40 ms are 0.6-1.2 Mbit/s, so OLIA can leave at most
+	// oliaCeiling (taking the largest floor). LIA leaves 0.7 of the path
+	// in the fluid model, 0.80 in the packet simulation of the model
+	// (cc/model/netsim) and 0.82-0.88 on these links, close enough to
+	// the ceiling that a fixed margin above it could exceed what any
+	// OLIA reaches; OLIA must instead close at least half of the gap
+	// between LIA and the ceiling. An OLIA that behaves as LIA closes
+	// none of it.
+	if want := share(LIA) + (oliaCeiling-share(LIA))/2; share(OLIA) < 0.8 || share(OLIA) < want {
+		t.Errorf("OLIA left the TCP user %.3f of its path, want at least 0.8 and %.3f (half-way from LIA's %.3f to the %.3f that OLIA's two-packet floor allows)", share(OLIA), want, share(LIA), oliaCeiling)
 	}
 	if share(BALIA) < share(LIA)-0.05 {
 		t.Errorf("BALIA left the TCP user %.3f, less than LIA's %.3f", share(BALIA), share(LIA))
@@ -308,6 +336,10 @@ func TestFriendliness(t *testing.T) {
 		}
 	}
 }
+
+// oliaCeiling is the most of the shared path OLIA can leave the TCP user
+// in TestFriendliness: all but two packets per base RTT (20 ms).
+const oliaCeiling = 1 - 2*1448*8/0.020/1e6/(10*goodput)
 
 // [Peng16]'s responsiveness on the same scenario: when the TCP user of
 // the shared path leaves, how long the multipath user takes to fill it.

@@ -40,6 +40,26 @@ type rig struct {
 
 const srvAddr = "10.77.200.2"
 
+// sendBuffers is net.ipv4.tcp_wmem for the rig. Linux's MPTCP gives a
+// connection the send buffer of its subflows together plus the first
+// value (the minimum, which no TCP socket here comes near), and its
+// scheduler puts data in a subflow's queue as long as the subflow's own
+// buffer has room, shared by how fast each subflow went when the data
+// was queued. With the default of 1 MiB a subflow that slows down
+// (wVegas leaving a path whose queue grows, OLIA bringing a congested
+// path down to two packets) keeps hundreds of KB it took at its former
+// rate: they take seconds to go at the new one, the data sent behind
+// them on the fast subflow cannot be acknowledged at the connection
+// level, the connection's buffer (the subflows' together) fills with it,
+// and the fast subflow runs dry. We saw a 10 Mbit/s path carry 0-1
+// Mbit/s for seconds that way, the slow subflow holding 300-500 KB it
+// sent at 0.6 Mbit/s; and with 8 MiB it held 6 MB. Subflows' buffers
+// autotuned from 64 KiB hold a window or two, a slow subflow's queue
+// drains in about a second, and the 8 MiB the connection has beyond them
+// hold what its fast subflow sends meanwhile (and the receiver's 8 MiB
+// what arrives out of order).
+const sendBuffers = "8388608 65536 33554432"
+
 var tapIDs atomic.Int64
 
 // mbit is a rate in bit/s.
@@ -111,10 +131,13 @@ func newRig(t *testing.T, bottlenecks []linkemu.Params, route []int, subflows in
 	}
 	rg.cli.AddRoute(srvAddr+"/32", "10.77.1.2")
 	for _, nd := range []*testnet.Node{rg.cli, rg.srv} {
-		// Buffers far above any window here, so that the congestion
-		// window limits the senders, not the socket buffers.
-		nd.SetSysctl("net.ipv4.tcp_wmem", "4096 1048576 33554432")
-		nd.SetSysctl("net.ipv4.tcp_rmem", "4096 1048576 33554432")
+		// Send buffers autotuned from 64 KiB (a TCP sender's grows to
+		// about twice its window), 8 MiB more for an MPTCP connection
+		// than its subflows' (sendBuffers), receive buffers of 8 MiB
+		// from the start: the congestion windows limit the senders, not
+		// the socket buffers.
+		nd.SetSysctl("net.ipv4.tcp_wmem", sendBuffers)
+		nd.SetSysctl("net.ipv4.tcp_rmem", "4096 8388608 33554432")
 		nd.SetSysctl("net.ipv4.tcp_no_metrics_save", "1")
 		nd.SetSysctl("net.ipv4.tcp_congestion_control", "reno") // never bbr by accident
 		c := mptcpClient(t, nd)

@@ -1,0 +1,135 @@
+package netsim
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/amptcp/amptcp/cc/model"
+)
+
+// capacity is a 10 Mbit/s link's goodput: 1448 bytes of payload in
+// 1514-byte frames.
+const capacity = 10 * float64(MSS) / frameSize
+
+// The simulator itself: one Reno flow fills a link whose queue is one
+// bandwidth-delay product (Reno's halving leaves the window at the
+// product), and two share it about evenly.
+func TestRenoFillsAndShares(t *testing.T) {
+	s := New(1)
+	l := s.NewLink(10e6, 10*time.Millisecond, 1)
+	a := s.NewFlow(model.NewPlain(model.Reno, InitTCP()), l, 0)
+	s.Run(3 * time.Second)
+	m := s.Start(a)
+	s.Run(13 * time.Second)
+	if g := m.Goodput(s, 0); g < 0.95*capacity {
+		t.Errorf("one Reno flow: %.2f Mbit/s of %.2f", g, capacity)
+	}
+	b := s.NewFlow(model.NewPlain(model.Reno, InitTCP()), l, 13*time.Second)
+	s.Run(20 * time.Second)
+	m = s.Start(a, b)
+	s.Run(50 * time.Second)
+	ga, gb := m.Goodput(s, 0), m.Goodput(s, 1)
+	t.Logf("two Reno flows: %.2f and %.2f Mbit/s", ga, gb)
+	if ga+gb < 0.95*capacity || ga < 0.3*capacity || gb < 0.3*capacity {
+		t.Errorf("two Reno flows: %.2f and %.2f Mbit/s of %.2f", ga, gb, capacity)
+	}
+}
+
+// friendliness runs cc/proof_priv_test.go's TestFriendliness in the
+// simulator: [Khalili12]'s scenario of problem P2, a multipath user with
+// a path of its own and a path shared with a TCP user, both 10 Mbit/s,
+// 20 ms, queues of one bandwidth-delay product. It returns the multipath
+// user's rates on each path and the TCP user's share of the shared one.
+func friendliness(a model.Algo, seed uint64) (own, shared, tcpShare float64) {
+	s := New(seed)
+	l1 := s.NewLink(10e6, 10*time.Millisecond, 1)
+	l2 := s.NewLink(10e6, 10*time.Millisecond, 1)
+	c := model.NewConn(a)
+	f1 := s.NewFlow(c.Join(InitTCP()), l1, 0)
+	f2 := s.NewFlow(c.Join(InitTCP()), l2, 50*time.Millisecond)
+	tcp := s.NewFlow(model.NewPlain(model.Reno, InitTCP()), l2, 10*time.Millisecond)
+	s.Run(6 * time.Second)
+	m := s.Start(f1, f2, tcp)
+	s.Run(30 * time.Second)
+	return m.AckedRate(s, 0), m.AckedRate(s, 1), m.Goodput(s, 2) / capacity
+}
+
+// The claims TestFriendliness checks on the lab's links hold for the
+// model on an idealised network (no MPTCP scheduler, no head-of-line
+// blocking, no CPU): LIA leaves the TCP user more than uncoupled Reno,
+// OLIA at least 0.8 and clearly more than LIA, BALIA as much as LIA.
+func TestFriendlinessModel(t *testing.T) {
+	share := map[model.Algo]float64{}
+	for _, a := range []model.Algo{model.Reno, model.LIA, model.OLIA, model.BALIA} {
+		var shares []float64
+		for seed := uint64(1); seed <= 3; seed++ {
+			own, shared, sh := friendliness(a, seed)
+			t.Logf("%s, seed %d: own path %.2f, shared path %.2f Mbit/s, TCP share %.3f", a, seed, own, shared, sh)
+			shares = append(shares, sh)
+			if a != model.Reno && own+shared < 0.9*capacity {
+				t.Errorf("%s: the multipath user got %.2f Mbit/s", a, own+shared)
+			}
+		}
+		share[a] = median(shares)
+	}
+	if share[model.LIA] < share[model.Reno]+0.05 {
+		t.Errorf("LIA left the TCP user %.3f, uncoupled Reno %.3f", share[model.LIA], share[model.Reno])
+	}
+	// The bound of TestFriendliness, argued there: at least 0.8, and
+	// half-way from LIA's share to the most that OLIA's two-packet floor
+	// allows (two packets per 20 ms base RTT on the shared path).
+	ceiling := 1 - 2*float64(MSS)*8/0.020/1e6/capacity
+	if want := share[model.LIA] + (ceiling-share[model.LIA])/2; share[model.OLIA] < 0.8 || share[model.OLIA] < want {
+		t.Errorf("OLIA left the TCP user %.3f, want %.3f (LIA %.3f)", share[model.OLIA], want, share[model.LIA])
+	}
+	if share[model.BALIA] < share[model.LIA]-0.05 {
+		t.Errorf("BALIA left the TCP user %.3f, LIA %.3f", share[model.BALIA], share[model.LIA])
+	}
+}
+
+// TestWVegasModel is TestWVegasLeavesAGrowingQueue in the simulator:
+// two disjoint 10 Mbit/s, 20 ms paths with queues of four
+// bandwidth-delay products; a Reno flow joins path 2 and fills its
+// queue. wVegas ([Cao12]) leaves path 2 and fills path 1; LIA keeps more
+// of path 2.
+func TestWVegasModel(t *testing.T) {
+	onPath2 := map[model.Algo]float64{}
+	for _, a := range []model.Algo{model.WVegas, model.LIA} {
+		s := New(1)
+		l1 := s.NewLink(10e6, 10*time.Millisecond, 4)
+		l2 := s.NewLink(10e6, 10*time.Millisecond, 4)
+		c := model.NewConn(a)
+		f1 := s.NewFlow(c.Join(InitTCP()), l1, 0)
+		f2 := s.NewFlow(c.Join(InitTCP()), l2, 50*time.Millisecond)
+		s.Run(4 * time.Second)
+		m := s.Start(f1, f2)
+		s.Run(12 * time.Second)
+		p1, p2 := m.AckedRate(s, 0), m.AckedRate(s, 1)
+		t.Logf("%s alone: path 1 %.2f, path 2 %.2f Mbit/s", a, p1, p2)
+		if p1 < 0.8*capacity || p2 < 0.8*capacity {
+			t.Errorf("%s alone: %.2f and %.2f Mbit/s", a, p1, p2)
+		}
+		tcp := s.NewFlow(model.NewPlain(model.Reno, InitTCP()), l2, 12*time.Second)
+		s.Run(17 * time.Second)
+		m = s.Start(f1, f2, tcp)
+		s.Run(29 * time.Second)
+		p1, p2 = m.AckedRate(s, 0), m.AckedRate(s, 1)
+		t.Logf("%s with TCP on path 2: path 1 %.2f, path 2 %.2f, TCP %.2f Mbit/s", a, p1, p2, m.Goodput(s, 2))
+		onPath2[a] = p2
+		if a == model.WVegas && (p1 < 0.8*capacity || p2 > 0.15*capacity) {
+			t.Errorf("wVegas with TCP on path 2: path 1 %.2f, path 2 %.2f Mbit/s", p1, p2)
+		}
+	}
+	if onPath2[model.LIA] < 2*onPath2[model.WVegas] {
+		t.Errorf("on the path with the growing queue: LIA %.2f, wVegas %.2f Mbit/s", onPath2[model.LIA], onPath2[model.WVegas])
+	}
+}
+
+func median(xs []float64) float64 {
+	s := slices.Sorted(slices.Values(xs))
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
