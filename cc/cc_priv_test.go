@@ -25,6 +25,7 @@ func requireStructOps(t testing.TB) {
 	testenv.RequireRoot(t)
 	_, err := os.Stat("/sys/kernel/btf/vmlinux")
 	testenv.Require(t, err == nil, "needs kernel BTF (/sys/kernel/btf/vmlinux) for BPF struct_ops")
+	testenv.ExclusiveCongestionControls(t)
 }
 
 func allowed(t *testing.T) []string {

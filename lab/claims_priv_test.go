@@ -18,6 +18,7 @@ import (
 // RUN with the reason; and the runner prints them.
 func TestPaperScenarioClaims(t *testing.T) {
 	testenv.RequireRoot(t)
+	testenv.ExclusiveCongestionControls(t) // failures-aggregation's amp_lia
 	name := testenv.Prefix + "-claims"
 	edits := map[string][][2]string{
 		"failures-aggregation.yaml": {{`(?m)^  repetitions: 2$`, "  repetitions: 1"}, {`duration: 10s`, "duration: 4s"}},

@@ -20,6 +20,7 @@ func TestCongestionOnTheKernel(t *testing.T) {
 	testenv.RequireRoot(t)
 	_, err := os.Stat("/sys/kernel/btf/vmlinux")
 	testenv.Require(t, err == nil, "needs kernel BTF for BPF struct_ops")
+	testenv.ExclusiveCongestionControls(t)
 	if avail, _ := cc.Available(); slices.Contains(avail, cc.BALIA) {
 		t.Fatalf("%s is registered on this machine already: the test could not see the path manager load it", cc.BALIA)
 	}
