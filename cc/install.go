@@ -44,9 +44,15 @@ func Install(name string) (replaced bool, err error) {
 	if err := bpffs.Prepare(PinDir); err != nil {
 		return false, fmt.Errorf("cc: %w", err)
 	}
-	if err := os.MkdirAll(filepath.Join(PinDir, name), 0o700); err != nil {
+	dir := filepath.Join(PinDir, name)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return false, fmt.Errorf("cc: %w", err)
 	}
+	defer func() {
+		if err != nil {
+			os.Remove(dir) // only if empty: nothing of an install left half-made
+		}
+	}()
 	old, err := link.LoadPinnedLink(pinPath(name, "link"), nil)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return false, fmt.Errorf("cc: open the installed %s: %w", name, err)

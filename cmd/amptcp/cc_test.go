@@ -35,7 +35,7 @@ func TestCCLoadStatusUnload(t *testing.T) {
 	_, err := os.Stat("/sys/kernel/btf/vmlinux")
 	testenv.Require(t, err == nil, "needs kernel BTF for BPF struct_ops")
 	testenv.ExclusiveCongestionControls(t)
-	if _, err := os.Stat(cc.PinDir + "/" + cc.WVegas); err == nil {
+	if _, err := os.Stat(cc.PinDir + "/" + cc.WVegas + "/link"); err == nil {
 		t.Fatalf("%s is installed on this machine: the test would remove it", cc.WVegas)
 	}
 	t.Cleanup(func() { cc.Uninstall(cc.WVegas) })

@@ -24,11 +24,13 @@ confidence intervals, and writes summary.json, the plots and report.html
 into REPORT_DIR (default DIR/report); docs/lab.md ("Reports") says what
 the numbers mean.
 
-With -hol, DIR holds the results of docs/scenarios/te-hol-sweep.yaml and
-SUBSETS_DIR those of te-hol-sweep-subsets.yaml: report prints, at each
-point of the sweep, the goodput with the te role's rule 1 and with each
-subset of the ELPs, and whether rule 1 is not below the best subset
-(docs/te.md, "Head-of-line protection"); it exits 1 where it is.
+With -hol, DIR holds the results of docs/scenarios/te-hol-sweep.yaml (or
+another scenario of the sweep with a head-of-line rule on, such as
+te-hol-sweep-capacity.yaml) and SUBSETS_DIR those of
+te-hol-sweep-subsets.yaml: report prints, at each point of the sweep, the
+goodput with the te role's set and with each subset of the ELPs, and
+whether the set is not below the best subset (docs/te.md, "Head-of-line
+protection"); it exits 1 where it is.
 
 `)
 	}
@@ -61,7 +63,7 @@ subset of the ELPs, and whether rule 1 is not below the best subset
 	return 0
 }
 
-// holTolerance is how far below the best subset rule 1 may be and the
+// holTolerance is how far below the best subset the rule may be and the
 // claim still hold, when the best has no wider 95 % interval: runs on a
 // shared machine vary by that much.
 const holTolerance = 0.1
@@ -79,7 +81,7 @@ func labReportHoL(res *report.Results, dir string, stdout, stderr io.Writer) int
 		fmt.Fprintf(stderr, "amptcp lab report: head-of-line sweep: %v\n", err)
 		return 1
 	}
-	fmt.Fprintln(stdout, "\nhead-of-line sweep: goodput (Mbit/s, medians), rule 1 against the first N ELPs")
+	fmt.Fprintln(stdout, "\nhead-of-line sweep: goodput (Mbit/s, medians), the te role's sets against the first N ELPs")
 	report.WriteHoL(stdout, pts)
 	for _, p := range pts {
 		if !p.Holds {

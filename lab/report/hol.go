@@ -9,17 +9,18 @@ import (
 	"github.com/amptcp/amptcp/lab/traffic"
 )
 
-// The head-of-line sweep of docs/te.md: te-hol-sweep.yaml runs an upload
-// with the te role's rule 1 on (its amptcp pm plans a subflow per ELP of
-// the set), te-hol-sweep-subsets.yaml the same with the first 1 to 4
-// ELPs (rule 1 off, pm "subflows N"), at the same points (failures: the
-// fourth ELP's delay). The claim: at every point, rule 1 is not below the
-// best subset.
+// The head-of-line sweep of docs/te.md: te-hol-sweep.yaml (rule 1) or
+// te-hol-sweep-capacity.yaml (rule 2) runs an upload with the te role's
+// head-of-line rule on (its amptcp pm plans a subflow per ELP of the
+// set), te-hol-sweep-subsets.yaml the same with the first 1 to 4 ELPs
+// (the rules off, pm "subflows N"), at the same points (failures: the
+// fourth ELP's delay). The claim: at every point, the te role's set is
+// not below the best subset.
 
 // HoLPoint is one point of the sweep.
 type HoLPoint struct {
 	Point string `json:"point"`
-	// Rule is the goodput with rule 1 on (Mbit/s), RuleSubflows the
+	// Rule is the goodput with the rule on (Mbit/s), RuleSubflows the
 	// most subflows its connections had: the ELPs of its set.
 	Rule         Stats `json:"rule"`
 	RuleSubflows int   `json:"rule_subflows"`
@@ -27,12 +28,12 @@ type HoLPoint struct {
 	// of the highest median.
 	Subsets map[int]Stats `json:"subsets"`
 	Best    int           `json:"best"`
-	// Holds: rule 1's median is at least the best subset's, less
+	// Holds: the rule's median is at least the best subset's, less
 	// tolerance of it, or less the lower half of its 95 % interval when
 	// it has one and that is wider.
 	Holds bool `json:"holds"`
 	// FourWorse: the four ELPs did worse than the first three, where
-	// rule 1 should leave the fourth out (RuleSubflows 3).
+	// the rule should leave the fourth out (RuleSubflows 3).
 	FourWorse bool `json:"four_worse"`
 }
 
@@ -41,7 +42,7 @@ type HoLPoint struct {
 func HoLSweep(rule, subsets *Results, tolerance float64) ([]HoLPoint, error) {
 	ruleGood, err := goodputs(rule)
 	if err != nil {
-		return nil, fmt.Errorf("rule 1: %w", err)
+		return nil, fmt.Errorf("the rule's results: %w", err)
 	}
 	subGood, err := goodputs(subsets)
 	if err != nil {
@@ -65,7 +66,7 @@ func HoLSweep(rule, subsets *Results, tolerance float64) ([]HoLPoint, error) {
 			}
 		}
 		if p.Rule.N == 0 || p.Best == 0 {
-			return nil, fmt.Errorf("point %s: no goodput of rule 1 or of the subsets", point)
+			return nil, fmt.Errorf("point %s: no goodput of the rule or of the subsets", point)
 		}
 		for _, r := range rule.Runs {
 			if r.Error == "" && r.Variant["failure"] == point {
@@ -119,11 +120,11 @@ func subflowsOf(recs []traffic.Record) int {
 	return n
 }
 
-// WriteHoL prints the sweep as a table: each point's goodput with rule
-// 1 and with the subsets (medians, Mbit/s, and the runs), and whether the
+// WriteHoL prints the sweep as a table: each point's goodput with the
+// te role's set and with the subsets (medians, Mbit/s, and the runs), and whether the
 // claim holds there.
 func WriteHoL(w io.Writer, pts []HoLPoint) {
-	fmt.Fprintf(w, "%-8s %-16s %-10s %-10s %-10s %-10s %s\n", "point", "rule 1 (ELPs)", "1 ELP", "2 ELPs", "3 ELPs", "4 ELPs", "claim")
+	fmt.Fprintf(w, "%-8s %-16s %-10s %-10s %-10s %-10s %s\n", "point", "te set (ELPs)", "1 ELP", "2 ELPs", "3 ELPs", "4 ELPs", "claim")
 	held := 0
 	for _, p := range pts {
 		cells := []string{fmt.Sprintf("%.1f (%d) n=%d", p.Rule.Median, p.RuleSubflows, p.Rule.N)}
@@ -149,6 +150,6 @@ func WriteHoL(w io.Writer, pts []HoLPoint) {
 			agree++
 		}
 	}
-	fmt.Fprintf(w, "rule 1 is not below the best subset (*) at %d of %d points; it leaves the fourth ELP out where the four do worse than three at %d of %d\n",
+	fmt.Fprintf(w, "the te role's set is not below the best subset (*) at %d of %d points; it leaves the fourth ELP out exactly where four do worse than three at %d of %d\n",
 		held, len(pts), agree, len(pts))
 }
