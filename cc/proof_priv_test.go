@@ -2,6 +2,7 @@ package cc
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -54,37 +55,110 @@ func (rg *rig) lateFrames() (all, late uint64) {
 	return all, late
 }
 
-// measure runs the flows for warmup, then measures them for d.
+// sockTally is a flow's sockets from one client address over a
+// measurement: their counters summed, at the start and at the end, and
+// the samples taken meanwhile.
+type sockTally struct {
+	start, end            sockStat
+	ended                 bool // read at the end
+	instants, n, recovery int
+	cwnd                  uint32
+	srtt                  time.Duration
+}
+
+// When tally reads a flow's sockets.
+const (
+	atStart   = iota // the counters at the start
+	meanwhile        // a sample
+	atEnd            // the counters at the end, and a sample
+)
+
+// tally reads the flow's sockets into its tallies by client address.
+func tally(f *flow, by map[int]*sockTally, when int) {
+	ss, err := f.sockets()
+	if err != nil {
+		return
+	}
+	seen := map[int]bool{}
+	for _, s := range ss {
+		tl := by[s.addr]
+		if tl == nil {
+			tl = &sockTally{}
+			by[s.addr] = tl
+		}
+		if when != meanwhile {
+			c := &tl.end
+			if when == atStart {
+				c = &tl.start
+			} else {
+				tl.ended = true
+			}
+			c.acked += s.acked
+			c.dataOut += s.dataOut
+			c.segsIn += s.segsIn
+			c.retrans += s.retrans
+			c.busy += s.busy
+			c.sndbuf += s.sndbuf
+			c.rwnd += s.rwnd
+		}
+		if when == atStart {
+			continue
+		}
+		if !seen[s.addr] {
+			seen[s.addr] = true
+			tl.instants++
+		}
+		tl.n++
+		tl.cwnd += s.cwnd
+		tl.srtt += s.srtt
+		if s.recovery {
+			tl.recovery++
+		}
+	}
+}
+
+// pct is a as a percentage of b (0 if b is not positive).
+func pct[T int | uint32 | time.Duration](a, b T) float64 {
+	if b <= 0 {
+		return 0
+	}
+	return 100 * float64(a) / float64(b)
+}
+
+// describe is what the sockets did over secs: rate, mean window and
+// smoothed RTT and the time in loss recovery (sampled), retransmitted
+// segments, ACKs received per data segment sent (about 1/2 when the
+// receiver acknowledges every second segment), and the time limited by
+// the send buffer or the receiver's window, or idle.
+func (tl *sockTally) describe(secs float64) string {
+	a, o := tl.end, tl.start
+	busy := a.busy - o.busy
+	out := a.dataOut - o.dataOut
+	return fmt.Sprintf("%.2f Mbit/s, cwnd %.1f, srtt %.1f ms, in recovery %.0f %%, retransmitted %.2f %%, %.2f ACKs a segment, send-buffer limited %.0f %%, receive-window limited %.0f %%, idle %.0f %%",
+		tl.rate(secs), float64(tl.cwnd)/float64(max(tl.instants, 1)), tl.srtt.Seconds()*1000/float64(max(tl.n, 1)),
+		pct(tl.recovery, tl.n), pct(a.retrans-o.retrans, out), float64(a.segsIn-o.segsIn)/float64(max(out, 1)),
+		pct(a.sndbuf-o.sndbuf, busy), pct(a.rwnd-o.rwnd, busy), max(0, 100*(1-busy.Seconds()/secs)))
+}
+
+// rate is the sockets' acknowledged bytes over secs, in Mbit/s.
+func (tl *sockTally) rate(secs float64) float64 {
+	return float64(tl.end.acked-tl.start.acked) * 8 / secs / 1e6
+}
+
+// measure runs the flows for warmup, then measures them for d. It logs
+// what each flow's sockets did meanwhile (sockTally.describe), sampled
+// every 250 ms.
 func (rg *rig) measure(flows []*flow, warmup, d time.Duration) rates {
 	t := rg.t
 	t.Helper()
 	time.Sleep(warmup)
 	all0, late0 := rg.lateFrames()
-	type snap struct {
-		recv   int64
-		sub    map[int]uint64 // bytes acked by client address index
-		sndbuf time.Duration  // sndbuf- and rwnd-limited time of the subflows
-		rwnd   time.Duration
-		busy   time.Duration
-		busyOf map[int]time.Duration // busy time by client address index
-	}
-	take := func(f *flow) snap {
-		s := snap{recv: f.received.Load(), sub: map[int]uint64{}, busyOf: map[int]time.Duration{}}
-		if fi, err := f.fullInfo(); err == nil {
-			for _, sf := range fi.Subflows {
-				k := int(sf.Local.Addr().As4()[2])
-				s.sub[k] += sf.TCP.BytesAcked
-				s.sndbuf += sf.TCP.SndbufLimited
-				s.rwnd += sf.TCP.RwndLimited
-				s.busy += sf.TCP.BusyTime
-				s.busyOf[k] += sf.TCP.BusyTime
-			}
-		}
-		return s
-	}
-	before := make([]snap, len(flows))
+	tallies := make([]map[int]*sockTally, len(flows))
+	recv := make([]int64, len(flows))
 	for i, f := range flows {
-		before[i] = take(f)
+		tallies[i] = map[int]*sockTally{}
+		recv[i] = f.received.Load()
+		tally(f, tallies[i], atStart)
 	}
 	start := time.Now()
 	if tracing() {
@@ -93,36 +167,53 @@ func (rg *rig) measure(flows []*flow, warmup, d time.Duration) rates {
 		go func() { rg.trace(flows, stop); close(done) }()
 		defer func() { close(stop); <-done }()
 	}
-	time.Sleep(d)
+	for end := start.Add(d); ; {
+		time.Sleep(min(time.Until(end), 250*time.Millisecond))
+		when := meanwhile
+		if !time.Now().Before(end) {
+			when = atEnd
+		}
+		for i, f := range flows {
+			tally(f, tallies[i], when)
+		}
+		if when == atEnd {
+			break
+		}
+	}
 	r := rates{flow: map[string]float64{}, subflow: map[string]map[int]float64{}}
 	secs := time.Since(start).Seconds()
 	if all1, late1 := rg.lateFrames(); all1 > all0 {
 		r.late = float64(late1-late0) / float64(all1-all0)
 	}
 	for i, f := range flows {
-		after := take(f)
-		r.flow[f.name] = float64(after.recv-before[i].recv) * 8 / secs / 1e6
-		if len(after.sub) > 0 {
-			r.subflow[f.name] = map[int]float64{}
-			for k, v := range after.sub {
-				r.subflow[f.name][k] = float64(v-before[i].sub[k]) * 8 / secs / 1e6
+		r.flow[f.name] = float64(f.received.Load()-recv[i]) * 8 / secs / 1e6
+		var sndbuf, rwnd, busy time.Duration
+		for _, k := range slices.Sorted(maps.Keys(tallies[i])) {
+			tl := tallies[i][k]
+			if !tl.ended {
+				continue // gone meanwhile
 			}
-			if busy := after.busy - before[i].busy; busy > 0 {
-				sndbuf := float64(after.sndbuf-before[i].sndbuf) / float64(busy)
-				rwnd := float64(after.rwnd-before[i].rwnd) / float64(busy)
-				if sndbuf+rwnd > 0.2 {
-					t.Errorf("flow %s: its subflows were limited by the send buffer %.0f %% and by the receiver's window %.0f %% of their busy time: the test needs them window-limited", f.name, 100*sndbuf, 100*rwnd)
-				}
+			t.Logf("%s, address %d: %s", f.name, k, tl.describe(secs))
+			sndbuf += tl.end.sndbuf - tl.start.sndbuf
+			rwnd += tl.end.rwnd - tl.start.rwnd
+			busy += tl.end.busy - tl.start.busy
+			if !f.multipath {
+				continue
 			}
+			if r.subflow[f.name] == nil {
+				r.subflow[f.name] = map[int]float64{}
+			}
+			r.subflow[f.name][k] = tl.rate(secs)
 			// A window-limited subflow always has data in flight: one
 			// idle (neither sending nor waiting for an ACK) was left
-			// without data by its connection, which neither limit above
+			// without data by its connection, which neither limit below
 			// counts (MPTCP's head-of-line blocking, see sendBuffers).
-			for k, b := range after.busyOf {
-				if idle := 1 - (b-before[i].busyOf[k]).Seconds()/secs; idle > 0.2 {
-					t.Errorf("flow %s: its subflow from address %d was idle %.0f %% of the measurement: the test needs it window-limited", f.name, k, 100*idle)
-				}
+			if idle := 1 - (tl.end.busy-tl.start.busy).Seconds()/secs; idle > 0.2 {
+				t.Errorf("flow %s: its subflow from address %d was idle %.0f %% of the measurement: the test needs it window-limited", f.name, k, 100*idle)
 			}
+		}
+		if f.multipath && pct(sndbuf, busy)+pct(rwnd, busy) > 20 {
+			t.Errorf("flow %s: its subflows were limited by the send buffer %.0f %% and by the receiver's window %.0f %% of their busy time: the test needs them window-limited", f.name, pct(sndbuf, busy), pct(rwnd, busy))
 		}
 	}
 	return r
