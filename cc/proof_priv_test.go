@@ -1,6 +1,7 @@
 package cc
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -17,7 +18,8 @@ import (
 // any window here (32 MiB) and a writer that never pauses; measure checks
 // that the subflows spent less than a fifth of their busy time limited by
 // the send buffer or the receiver's window. Runs are repeated and
-// interleaved, and the tests compare medians with bounds that a broken
+// interleaved, and the tests compare medians (or medians of differences
+// between runs of one repetition) with bounds that a broken
 // (or uncoupled) algorithm misses but a correct one meets on a busy
 // machine. The numbers go to the test log; docs/cc.md quotes them.
 
@@ -274,26 +276,54 @@ const settle = 2 * time.Second
 // Shared bottleneck: a connection of two subflows against one TCP flow
 // through the same link. Uncoupled Reno takes about two thirds (two TCP
 // flows against one); each coupled control about half, as one TCP would
-// (RFC 6356 §2, goal 2: do no harm). wVegas is delay-based: it competes
-// against a wVegas connection of one subflow (a loss-based flow would
-// push it off the path, and Linux's Vegas keeps 2-4 packets queued where
-// a wVegas connection keeps 10).
+// (RFC 6356 §2, goal 2: do no harm), and clearly less than uncoupled Reno
+// measured beside it. wVegas is delay-based: it competes against a wVegas
+// connection of one subflow (a loss-based flow would push it off the
+// path, and Linux's Vegas keeps 2-4 packets queued where a wVegas
+// connection keeps 10).
+//
+// The bounds are the model's on this scenario (cc/model/netsim,
+// TestSharedBottleneckModel: the Go model of the controls, the drop-tail
+// queue, SACK and RACK as Linux has them; 200 runs of each). Uncoupled
+// Reno takes 0.667 there, 0.64-0.71 in a run of 10 s: the queue's
+// synchronised losses hit the three flows alike, and nothing else tells
+// a subflow from the TCP flow. So 0.55 is not the physics' bound but the
+// rig's margin: below it the subflows did not compete as two TCP flows.
+// A coupled control takes 0.48-0.52 (medians), but single runs spread
+// over 0.36-0.63 (95 %), and LIA's and wVegas's spread does not narrow in
+// longer runs (LIA's subflows drift apart; wVegas's base RTTs depend on
+// which flow came first); the medians of seven runs stayed within
+// 0.43-0.59, hence 0.35-0.6 on seven repetitions. Each loss-based control
+// is compared with the Reno run of its own repetition, one to three runs
+// away, so that a change of the machine's load between repetitions weighs
+// on both sides: Reno's share minus the control's has medians of seven of
+// at least 0.08 in the model, and -0.01 to 0.01 for a control that
+// behaves as uncoupled Reno (which also takes 0.667, above 0.6). The
+// model's runs miss these bounds in one set of seven repetitions in
+// about 250 (one in 90 with five, one in 24 with three), on LIA's or
+// BALIA's high runs.
 func TestSharedBottleneck(t *testing.T) {
 	requireLong(t)
 	loadAll(t)
 	// 20 Mbit/s, 20 ms RTT, a queue of one bandwidth-delay product, for
 	// the two addresses of the MPTCP connection and the TCP flow's.
 	rg := newRig(t, []linkemu.Params{bottleneck(20*mbit, 10*time.Millisecond, 1)}, []int{0, 0, 0}, 2)
-	variants := []struct{ mptcp, tcp string }{{"reno", "reno"}, {LIA, "reno"}, {OLIA, "reno"}, {BALIA, "reno"}, {WVegas, WVegas}}
-	single := map[string]bool{WVegas: true} // the competitor: an MPTCP connection of one subflow
-	shares := map[string][]float64{}
-	for rep := range 3 {
-		for i := range variants {
-			v := variants[(i+rep)%len(variants)] // interleaved
-			what := fmt.Sprintf("rep %d, %s against %s TCP", rep, v.mptcp, v.tcp)
+	tcpOf := map[string]string{WVegas: WVegas} // the competitor's control; reno otherwise
+	single := map[string]bool{WVegas: true}    // the competitor: an MPTCP connection of one subflow
+	const reps = 7
+	shares := map[string][]float64{} // by control, repetition by repetition
+	for rep := range reps {
+		// Reno second, after a coupled control; they take turns.
+		order := []string{Coupled[rep%len(Coupled)], "reno"}
+		for i := 1; i < len(Coupled); i++ {
+			order = append(order, Coupled[(i+rep)%len(Coupled)])
+		}
+		for _, n := range order {
+			tcpCC := cmp.Or(tcpOf[n], "reno")
+			what := fmt.Sprintf("rep %d, %s against %s TCP", rep, n, tcpCC)
 			r := rg.run(what, func() rates {
-				m := rg.startFlow("mptcp", v.mptcp, true, 1)
-				tcp := rg.startFlow("tcp", v.tcp, single[v.tcp], 3) // address 3 has no second subflow
+				m := rg.startFlow("mptcp", n, true, 1)
+				tcp := rg.startFlow("tcp", tcpCC, single[tcpCC], 3) // address 3 has no second subflow
 				defer time.Sleep(settle)
 				defer tcp.stop()
 				defer m.stop()
@@ -302,22 +332,29 @@ func TestSharedBottleneck(t *testing.T) {
 			share := r.flow["mptcp"] / (r.flow["mptcp"] + r.flow["tcp"])
 			t.Logf("%s: MPTCP %.2f Mbit/s (subflows %.2f + %.2f), TCP %.2f: share %.3f",
 				what, r.flow["mptcp"], r.subflow["mptcp"][1], r.subflow["mptcp"][2], r.flow["tcp"], share)
-			shares[v.mptcp] = append(shares[v.mptcp], share)
+			shares[n] = append(shares[n], share)
 		}
 	}
-	reno := median(shares["reno"])
-	t.Logf("median shares: reno %.3f, lia %.3f, olia %.3f, balia %.3f, wvegas %.3f", reno,
-		median(shares[LIA]), median(shares[OLIA]), median(shares[BALIA]), median(shares[WVegas]))
-	if reno < 0.55 {
-		t.Errorf("uncoupled Reno took %.3f of the bottleneck, want about 2/3: the subflows did not both compete", reno)
+	reno := shares["reno"]
+	t.Logf("shares: reno %.3f (median %.3f)", reno, median(reno))
+	if median(reno) < 0.55 {
+		t.Errorf("uncoupled Reno took %.3f of the bottleneck, want about 2/3 (0.667 in the model): the subflows did not compete as two TCP flows", median(reno))
 	}
 	for _, n := range Coupled {
 		s := median(shares[n])
+		t.Logf("shares: %s %.3f (median %.3f)", n, shares[n], s)
 		if s < 0.35 || s > 0.6 {
 			t.Errorf("%s took %.3f of a shared bottleneck, want about 1/2 (0.35-0.6)", n, s)
 		}
-		if n != WVegas && s > reno-0.07 {
-			t.Errorf("%s took %.3f, not clearly less than uncoupled Reno's %.3f", n, s, reno)
+		if n == WVegas {
+			continue
+		}
+		var less []float64
+		for i, x := range shares[n] {
+			less = append(less, reno[i]-x)
+		}
+		if g := median(less); g < 0.07 {
+			t.Errorf("%s took less than uncoupled Reno beside it by %.3f (median; by repetition %.3f), want at least 0.07", n, g, less)
 		}
 	}
 }
