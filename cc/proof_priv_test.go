@@ -311,6 +311,11 @@ func TestSharedBottleneck(t *testing.T) {
 	rg := newRig(t, []linkemu.Params{bottleneck(20*mbit, 10*time.Millisecond, 1)}, []int{0, 0, 0}, 2)
 	tcpOf := map[string]string{WVegas: WVegas} // the competitor's control; reno otherwise
 	single := map[string]bool{WVegas: true}    // the competitor: an MPTCP connection of one subflow
+	// The TCP flow starts from address 3. The kernel's path manager adds
+	// a subflow from every endpoint (address 2) to every MPTCP connection
+	// but from the one it started from: a competitor of one subflow
+	// starts from address 2 (it had two subflows from address 3).
+	from := map[bool]int{false: 3, true: 2}
 	const reps = 7
 	shares := map[string][]float64{} // by control, repetition by repetition
 	for rep := range reps {
@@ -324,11 +329,15 @@ func TestSharedBottleneck(t *testing.T) {
 			what := fmt.Sprintf("rep %d, %s against %s TCP", rep, n, tcpCC)
 			r := rg.run(what, func() rates {
 				m := rg.startFlow("mptcp", n, true, 1)
-				tcp := rg.startFlow("tcp", tcpCC, single[tcpCC], 3) // address 3 has no second subflow
+				tcp := rg.startFlow("tcp", tcpCC, single[tcpCC], from[single[tcpCC]])
 				defer time.Sleep(settle)
 				defer tcp.stop()
 				defer m.stop()
-				return rg.measure([]*flow{m, tcp}, 4*time.Second, 10*time.Second)
+				r := rg.measure([]*flow{m, tcp}, 4*time.Second, 10*time.Second)
+				if ss, err := tcp.sockets(); err != nil || len(ss) != 1 {
+					t.Errorf("%s: the competitor has %d subflows (%v), want one", what, len(ss), err)
+				}
+				return r
 			})
 			share := r.flow["mptcp"] / (r.flow["mptcp"] + r.flow["tcp"])
 			t.Logf("%s: MPTCP %.2f Mbit/s (subflows %.2f + %.2f), TCP %.2f: share %.3f",
