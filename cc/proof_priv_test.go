@@ -129,16 +129,19 @@ func pct[T int | uint32 | time.Duration](a, b T) float64 {
 
 // describe is what the sockets did over secs: rate, mean window and
 // smoothed RTT and the time in loss recovery (sampled), retransmitted
-// segments, ACKs received per data segment sent (about 1/2 when the
-// receiver acknowledges every second segment), and the time limited by
-// the send buffer or the receiver's window, or idle.
+// segments, payload per segment sent the first time, ACKs received per
+// data segment sent (about 1/2 when the receiver acknowledges every
+// second segment), and the time limited by the send buffer or the
+// receiver's window, or idle.
 func (tl *sockTally) describe(secs float64) string {
 	a, o := tl.end, tl.start
 	busy := a.busy - o.busy
 	out := a.dataOut - o.dataOut
-	return fmt.Sprintf("%.2f Mbit/s, cwnd %.1f, srtt %.1f ms, in recovery %.0f %%, retransmitted %.2f %%, %.2f ACKs a segment, send-buffer limited %.0f %%, receive-window limited %.0f %%, idle %.0f %%",
+	retrans := a.retrans - o.retrans
+	return fmt.Sprintf("%.2f Mbit/s, cwnd %.1f, srtt %.1f ms, in recovery %.0f %%, retransmitted %.2f %%, %.0f bytes a new segment, %.2f ACKs a segment, send-buffer limited %.0f %%, receive-window limited %.0f %%, idle %.0f %%",
 		tl.rate(secs), float64(tl.cwnd)/float64(max(tl.instants, 1)), tl.srtt.Seconds()*1000/float64(max(tl.n, 1)),
-		pct(tl.recovery, tl.n), pct(a.retrans-o.retrans, out), float64(a.segsIn-o.segsIn)/float64(max(out, 1)),
+		pct(tl.recovery, tl.n), pct(retrans, out), float64(a.acked-o.acked)/float64(max(out-min(retrans, out), 1)),
+		float64(a.segsIn-o.segsIn)/float64(max(out, 1)),
 		pct(a.sndbuf-o.sndbuf, busy), pct(a.rwnd-o.rwnd, busy), max(0, 100*(1-busy.Seconds()/secs)))
 }
 
