@@ -1,7 +1,9 @@
 package cc
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -16,7 +18,8 @@ import (
 // any window here (32 MiB) and a writer that never pauses; measure checks
 // that the subflows spent less than a fifth of their busy time limited by
 // the send buffer or the receiver's window. Runs are repeated and
-// interleaved, and the tests compare medians with bounds that a broken
+// interleaved, and the tests compare medians (or medians of differences
+// between runs of one repetition) with bounds that a broken
 // (or uncoupled) algorithm misses but a correct one meets on a busy
 // machine. The numbers go to the test log; docs/cc.md quotes them.
 
@@ -54,37 +57,113 @@ func (rg *rig) lateFrames() (all, late uint64) {
 	return all, late
 }
 
-// measure runs the flows for warmup, then measures them for d.
+// sockTally is a flow's sockets from one client address over a
+// measurement: their counters summed, at the start and at the end, and
+// the samples taken meanwhile.
+type sockTally struct {
+	start, end            sockStat
+	ended                 bool // read at the end
+	instants, n, recovery int
+	cwnd                  uint32
+	srtt                  time.Duration
+}
+
+// When tally reads a flow's sockets.
+const (
+	atStart   = iota // the counters at the start
+	meanwhile        // a sample
+	atEnd            // the counters at the end, and a sample
+)
+
+// tally reads the flow's sockets into its tallies by client address.
+func tally(f *flow, by map[int]*sockTally, when int) {
+	ss, err := f.sockets()
+	if err != nil {
+		return
+	}
+	seen := map[int]bool{}
+	for _, s := range ss {
+		tl := by[s.addr]
+		if tl == nil {
+			tl = &sockTally{}
+			by[s.addr] = tl
+		}
+		if when != meanwhile {
+			c := &tl.end
+			if when == atStart {
+				c = &tl.start
+			} else {
+				tl.ended = true
+			}
+			c.acked += s.acked
+			c.dataOut += s.dataOut
+			c.segsIn += s.segsIn
+			c.retrans += s.retrans
+			c.busy += s.busy
+			c.sndbuf += s.sndbuf
+			c.rwnd += s.rwnd
+		}
+		if when == atStart {
+			continue
+		}
+		if !seen[s.addr] {
+			seen[s.addr] = true
+			tl.instants++
+		}
+		tl.n++
+		tl.cwnd += s.cwnd
+		tl.srtt += s.srtt
+		if s.recovery {
+			tl.recovery++
+		}
+	}
+}
+
+// pct is a as a percentage of b (0 if b is not positive).
+func pct[T int | uint32 | time.Duration](a, b T) float64 {
+	if b <= 0 {
+		return 0
+	}
+	return 100 * float64(a) / float64(b)
+}
+
+// describe is what the sockets did over secs: rate, mean window and
+// smoothed RTT and the time in loss recovery (sampled), retransmitted
+// segments, payload per segment sent the first time, ACKs received per
+// data segment sent (about 1/2 when the receiver acknowledges every
+// second segment), and the time limited by the send buffer or the
+// receiver's window, or idle.
+func (tl *sockTally) describe(secs float64) string {
+	a, o := tl.end, tl.start
+	busy := a.busy - o.busy
+	out := a.dataOut - o.dataOut
+	retrans := a.retrans - o.retrans
+	return fmt.Sprintf("%.2f Mbit/s, cwnd %.1f, srtt %.1f ms, in recovery %.0f %%, retransmitted %.2f %%, %.0f bytes a new segment, %.2f ACKs a segment, send-buffer limited %.0f %%, receive-window limited %.0f %%, idle %.0f %%",
+		tl.rate(secs), float64(tl.cwnd)/float64(max(tl.instants, 1)), tl.srtt.Seconds()*1000/float64(max(tl.n, 1)),
+		pct(tl.recovery, tl.n), pct(retrans, out), float64(a.acked-o.acked)/float64(max(out-min(retrans, out), 1)),
+		float64(a.segsIn-o.segsIn)/float64(max(out, 1)),
+		pct(a.sndbuf-o.sndbuf, busy), pct(a.rwnd-o.rwnd, busy), max(0, 100*(1-busy.Seconds()/secs)))
+}
+
+// rate is the sockets' acknowledged bytes over secs, in Mbit/s.
+func (tl *sockTally) rate(secs float64) float64 {
+	return float64(tl.end.acked-tl.start.acked) * 8 / secs / 1e6
+}
+
+// measure runs the flows for warmup, then measures them for d. It logs
+// what each flow's sockets did meanwhile (sockTally.describe), sampled
+// every 250 ms.
 func (rg *rig) measure(flows []*flow, warmup, d time.Duration) rates {
 	t := rg.t
 	t.Helper()
 	time.Sleep(warmup)
 	all0, late0 := rg.lateFrames()
-	type snap struct {
-		recv   int64
-		sub    map[int]uint64 // bytes acked by client address index
-		sndbuf time.Duration  // sndbuf- and rwnd-limited time of the subflows
-		rwnd   time.Duration
-		busy   time.Duration
-		busyOf map[int]time.Duration // busy time by client address index
-	}
-	take := func(f *flow) snap {
-		s := snap{recv: f.received.Load(), sub: map[int]uint64{}, busyOf: map[int]time.Duration{}}
-		if fi, err := f.fullInfo(); err == nil {
-			for _, sf := range fi.Subflows {
-				k := int(sf.Local.Addr().As4()[2])
-				s.sub[k] += sf.TCP.BytesAcked
-				s.sndbuf += sf.TCP.SndbufLimited
-				s.rwnd += sf.TCP.RwndLimited
-				s.busy += sf.TCP.BusyTime
-				s.busyOf[k] += sf.TCP.BusyTime
-			}
-		}
-		return s
-	}
-	before := make([]snap, len(flows))
+	tallies := make([]map[int]*sockTally, len(flows))
+	recv := make([]int64, len(flows))
 	for i, f := range flows {
-		before[i] = take(f)
+		tallies[i] = map[int]*sockTally{}
+		recv[i] = f.received.Load()
+		tally(f, tallies[i], atStart)
 	}
 	start := time.Now()
 	if tracing() {
@@ -93,36 +172,53 @@ func (rg *rig) measure(flows []*flow, warmup, d time.Duration) rates {
 		go func() { rg.trace(flows, stop); close(done) }()
 		defer func() { close(stop); <-done }()
 	}
-	time.Sleep(d)
+	for end := start.Add(d); ; {
+		time.Sleep(min(time.Until(end), 250*time.Millisecond))
+		when := meanwhile
+		if !time.Now().Before(end) {
+			when = atEnd
+		}
+		for i, f := range flows {
+			tally(f, tallies[i], when)
+		}
+		if when == atEnd {
+			break
+		}
+	}
 	r := rates{flow: map[string]float64{}, subflow: map[string]map[int]float64{}}
 	secs := time.Since(start).Seconds()
 	if all1, late1 := rg.lateFrames(); all1 > all0 {
 		r.late = float64(late1-late0) / float64(all1-all0)
 	}
 	for i, f := range flows {
-		after := take(f)
-		r.flow[f.name] = float64(after.recv-before[i].recv) * 8 / secs / 1e6
-		if len(after.sub) > 0 {
-			r.subflow[f.name] = map[int]float64{}
-			for k, v := range after.sub {
-				r.subflow[f.name][k] = float64(v-before[i].sub[k]) * 8 / secs / 1e6
+		r.flow[f.name] = float64(f.received.Load()-recv[i]) * 8 / secs / 1e6
+		var sndbuf, rwnd, busy time.Duration
+		for _, k := range slices.Sorted(maps.Keys(tallies[i])) {
+			tl := tallies[i][k]
+			if !tl.ended {
+				continue // gone meanwhile
 			}
-			if busy := after.busy - before[i].busy; busy > 0 {
-				sndbuf := float64(after.sndbuf-before[i].sndbuf) / float64(busy)
-				rwnd := float64(after.rwnd-before[i].rwnd) / float64(busy)
-				if sndbuf+rwnd > 0.2 {
-					t.Errorf("flow %s: its subflows were limited by the send buffer %.0f %% and by the receiver's window %.0f %% of their busy time: the test needs them window-limited", f.name, 100*sndbuf, 100*rwnd)
-				}
+			t.Logf("%s, address %d: %s", f.name, k, tl.describe(secs))
+			sndbuf += tl.end.sndbuf - tl.start.sndbuf
+			rwnd += tl.end.rwnd - tl.start.rwnd
+			busy += tl.end.busy - tl.start.busy
+			if !f.multipath {
+				continue
 			}
+			if r.subflow[f.name] == nil {
+				r.subflow[f.name] = map[int]float64{}
+			}
+			r.subflow[f.name][k] = tl.rate(secs)
 			// A window-limited subflow always has data in flight: one
 			// idle (neither sending nor waiting for an ACK) was left
-			// without data by its connection, which neither limit above
+			// without data by its connection, which neither limit below
 			// counts (MPTCP's head-of-line blocking, see sendBuffers).
-			for k, b := range after.busyOf {
-				if idle := 1 - (b-before[i].busyOf[k]).Seconds()/secs; idle > 0.2 {
-					t.Errorf("flow %s: its subflow from address %d was idle %.0f %% of the measurement: the test needs it window-limited", f.name, k, 100*idle)
-				}
+			if idle := 1 - (tl.end.busy-tl.start.busy).Seconds()/secs; idle > 0.2 {
+				t.Errorf("flow %s: its subflow from address %d was idle %.0f %% of the measurement: the test needs it window-limited", f.name, k, 100*idle)
 			}
+		}
+		if f.multipath && pct(sndbuf, busy)+pct(rwnd, busy) > 20 {
+			t.Errorf("flow %s: its subflows were limited by the send buffer %.0f %% and by the receiver's window %.0f %% of their busy time: the test needs them window-limited", f.name, pct(sndbuf, busy), pct(rwnd, busy))
 		}
 	}
 	return r
@@ -183,50 +279,95 @@ const settle = 2 * time.Second
 // Shared bottleneck: a connection of two subflows against one TCP flow
 // through the same link. Uncoupled Reno takes about two thirds (two TCP
 // flows against one); each coupled control about half, as one TCP would
-// (RFC 6356 §2, goal 2: do no harm). wVegas is delay-based: it competes
-// against a wVegas connection of one subflow (a loss-based flow would
-// push it off the path, and Linux's Vegas keeps 2-4 packets queued where
-// a wVegas connection keeps 10).
+// (RFC 6356 §2, goal 2: do no harm), and clearly less than uncoupled Reno
+// measured beside it. wVegas is delay-based: it competes against a wVegas
+// connection of one subflow (a loss-based flow would push it off the
+// path, and Linux's Vegas keeps 2-4 packets queued where a wVegas
+// connection keeps 10).
+//
+// The bounds are the model's on this scenario (cc/model/netsim,
+// TestSharedBottleneckModel: the Go model of the controls, the drop-tail
+// queue, SACK and RACK as Linux has them; 200 runs of each). Uncoupled
+// Reno takes 0.667 there, 0.64-0.71 in a run of 10 s: the queue's
+// synchronised losses hit the three flows alike, and nothing else tells
+// a subflow from the TCP flow. So 0.55 is not the physics' bound but the
+// rig's margin: below it the subflows did not compete as two TCP flows.
+// A coupled control takes 0.48-0.52 (medians), but single runs spread
+// over 0.36-0.63 (95 %), and LIA's and wVegas's spread does not narrow in
+// longer runs (LIA's subflows drift apart; wVegas's base RTTs depend on
+// which flow came first); the medians of seven runs stayed within
+// 0.43-0.59, hence 0.35-0.6 on seven repetitions. Each loss-based control
+// is compared with the Reno run of its own repetition, one to three runs
+// away, so that a change of the machine's load between repetitions weighs
+// on both sides: Reno's share minus the control's has medians of seven of
+// at least 0.08 in the model, and -0.01 to 0.01 for a control that
+// behaves as uncoupled Reno (which also takes 0.667, above 0.6). The
+// model's runs miss these bounds in one set of seven repetitions in
+// about 250 (one in 90 with five, one in 24 with three), on LIA's or
+// BALIA's high runs; compared unpaired, one in 310: the model's runs are
+// independent, and pairing pays only when the load drifts.
 func TestSharedBottleneck(t *testing.T) {
 	requireLong(t)
 	loadAll(t)
 	// 20 Mbit/s, 20 ms RTT, a queue of one bandwidth-delay product, for
 	// the two addresses of the MPTCP connection and the TCP flow's.
 	rg := newRig(t, []linkemu.Params{bottleneck(20*mbit, 10*time.Millisecond, 1)}, []int{0, 0, 0}, 2)
-	variants := []struct{ mptcp, tcp string }{{"reno", "reno"}, {LIA, "reno"}, {OLIA, "reno"}, {BALIA, "reno"}, {WVegas, WVegas}}
-	single := map[string]bool{WVegas: true} // the competitor: an MPTCP connection of one subflow
-	shares := map[string][]float64{}
-	for rep := range 3 {
-		for i := range variants {
-			v := variants[(i+rep)%len(variants)] // interleaved
-			what := fmt.Sprintf("rep %d, %s against %s TCP", rep, v.mptcp, v.tcp)
+	tcpOf := map[string]string{WVegas: WVegas} // the competitor's control; reno otherwise
+	single := map[string]bool{WVegas: true}    // the competitor: an MPTCP connection of one subflow
+	// The TCP flow starts from address 3. The kernel's path manager adds
+	// a subflow from every endpoint (address 2) to every MPTCP connection
+	// but from the one it started from: a competitor of one subflow
+	// starts from address 2 (it had two subflows from address 3).
+	from := map[bool]int{false: 3, true: 2}
+	const reps = 7
+	shares := map[string][]float64{} // by control, repetition by repetition
+	for rep := range reps {
+		// Reno second, after a coupled control; they take turns.
+		order := []string{Coupled[rep%len(Coupled)], "reno"}
+		for i := 1; i < len(Coupled); i++ {
+			order = append(order, Coupled[(i+rep)%len(Coupled)])
+		}
+		for _, n := range order {
+			tcpCC := cmp.Or(tcpOf[n], "reno")
+			what := fmt.Sprintf("rep %d, %s against %s TCP", rep, n, tcpCC)
 			r := rg.run(what, func() rates {
-				m := rg.startFlow("mptcp", v.mptcp, true, 1)
-				tcp := rg.startFlow("tcp", v.tcp, single[v.tcp], 3) // address 3 has no second subflow
+				m := rg.startFlow("mptcp", n, true, 1)
+				tcp := rg.startFlow("tcp", tcpCC, single[tcpCC], from[single[tcpCC]])
 				defer time.Sleep(settle)
 				defer tcp.stop()
 				defer m.stop()
-				return rg.measure([]*flow{m, tcp}, 4*time.Second, 10*time.Second)
+				r := rg.measure([]*flow{m, tcp}, 4*time.Second, 10*time.Second)
+				if ss, err := tcp.sockets(); err != nil || len(ss) != 1 {
+					t.Errorf("%s: the competitor has %d subflows (%v), want one", what, len(ss), err)
+				}
+				return r
 			})
 			share := r.flow["mptcp"] / (r.flow["mptcp"] + r.flow["tcp"])
 			t.Logf("%s: MPTCP %.2f Mbit/s (subflows %.2f + %.2f), TCP %.2f: share %.3f",
 				what, r.flow["mptcp"], r.subflow["mptcp"][1], r.subflow["mptcp"][2], r.flow["tcp"], share)
-			shares[v.mptcp] = append(shares[v.mptcp], share)
+			shares[n] = append(shares[n], share)
 		}
 	}
-	reno := median(shares["reno"])
-	t.Logf("median shares: reno %.3f, lia %.3f, olia %.3f, balia %.3f, wvegas %.3f", reno,
-		median(shares[LIA]), median(shares[OLIA]), median(shares[BALIA]), median(shares[WVegas]))
-	if reno < 0.55 {
-		t.Errorf("uncoupled Reno took %.3f of the bottleneck, want about 2/3: the subflows did not both compete", reno)
+	reno := shares["reno"]
+	t.Logf("shares: reno %.3f (median %.3f)", reno, median(reno))
+	if median(reno) < 0.55 {
+		t.Errorf("uncoupled Reno took %.3f of the bottleneck, want about 2/3 (0.667 in the model): the subflows did not compete as two TCP flows", median(reno))
 	}
 	for _, n := range Coupled {
 		s := median(shares[n])
+		t.Logf("shares: %s %.3f (median %.3f)", n, shares[n], s)
 		if s < 0.35 || s > 0.6 {
 			t.Errorf("%s took %.3f of a shared bottleneck, want about 1/2 (0.35-0.6)", n, s)
 		}
-		if n != WVegas && s > reno-0.07 {
-			t.Errorf("%s took %.3f, not clearly less than uncoupled Reno's %.3f", n, s, reno)
+		if n == WVegas {
+			continue
+		}
+		var less []float64
+		for i, x := range shares[n] {
+			less = append(less, reno[i]-x)
+		}
+		if g := median(less); g < 0.07 {
+			t.Errorf("%s took less than uncoupled Reno beside it by %.3f (median; by repetition %.3f), want at least 0.07", n, g, less)
 		}
 	}
 }

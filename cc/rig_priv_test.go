@@ -232,12 +232,13 @@ func mptcpClient(t *testing.T, nd *testnet.Node) *mptcp.Client {
 // without pause, so the socket always has data queued. The receiver
 // counts what arrives.
 type flow struct {
-	name     string
-	conn     net.Conn
-	srv      net.Conn
-	received atomic.Int64
-	cancel   context.CancelFunc
-	done     sync.WaitGroup
+	name      string
+	multipath bool
+	conn      net.Conn
+	srv       net.Conn
+	received  atomic.Int64
+	cancel    context.CancelFunc
+	done      sync.WaitGroup
 }
 
 // startFlow opens a flow from client address k with congestion control cc,
@@ -266,7 +267,7 @@ func (rg *rig) start(name, cc string, multipath bool, k int, paced bool) *flow {
 	}); err != nil {
 		rg.t.Fatal(err)
 	}
-	f := &flow{name: name}
+	f := &flow{name: name, multipath: multipath}
 	ctx, cancel := context.WithCancel(context.Background())
 	f.cancel = cancel
 	accepted := make(chan net.Conn, 1)
@@ -363,6 +364,63 @@ func (f *flow) fullInfo() (*mptcp.FullInfo, error) {
 	}
 	return mptcp.ReadFullInfo(sc)
 }
+
+// sockStat is what the kernel says of one of a flow's TCP sockets at the
+// sender (TCP_INFO): a TCP flow's own, or a subflow of an MPTCP flow.
+type sockStat struct {
+	addr               int    // the client address's third byte
+	acked              uint64 // bytes
+	dataOut            uint32 // data segments sent, retransmissions included
+	segsIn             uint32 // segments received: the ACKs
+	retrans            uint32 // segments retransmitted
+	busy, sndbuf, rwnd time.Duration
+	cwnd               uint32
+	srtt               time.Duration
+	recovery           bool // in fast recovery, or recovering from a timeout
+}
+
+// sockets reads the flow's sockets: its subflows' (MPTCP_FULL_INFO), or
+// the TCP connection's (TCP_INFO).
+func (f *flow) sockets() ([]sockStat, error) {
+	if f.multipath {
+		fi, err := f.fullInfo()
+		if err != nil {
+			return nil, err
+		}
+		var out []sockStat
+		for _, sf := range fi.Subflows {
+			ti := sf.TCP
+			out = append(out, sockStat{addr: int(sf.Local.Addr().As4()[2]), acked: ti.BytesAcked,
+				dataOut: ti.DataSegsOut, segsIn: ti.SegsIn, retrans: ti.TotalRetrans,
+				busy: ti.BusyTime, sndbuf: ti.SndbufLimited, rwnd: ti.RwndLimited,
+				cwnd: ti.SndCwnd, srtt: ti.RTT, recovery: ti.CAState >= caRecovery})
+		}
+		return out, nil
+	}
+	tc, ok := f.conn.(*net.TCPConn)
+	if !ok {
+		return nil, errors.New("not a TCP connection")
+	}
+	raw, err := tc.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	var ti *unix.TCPInfo
+	if cerr := raw.Control(func(fd uintptr) { ti, err = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO) }); cerr != nil {
+		return nil, cerr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("TCP_INFO: %w", err)
+	}
+	us := func(v uint64) time.Duration { return time.Duration(v) * time.Microsecond }
+	return []sockStat{{addr: int(tc.LocalAddr().(*net.TCPAddr).IP.To4()[2]), acked: ti.Bytes_acked,
+		dataOut: ti.Data_segs_out, segsIn: ti.Segs_in, retrans: ti.Total_retrans,
+		busy: us(ti.Busy_time), sndbuf: us(ti.Sndbuf_limited), rwnd: us(ti.Rwnd_limited),
+		cwnd: ti.Snd_cwnd, srtt: us(uint64(ti.Rtt)), recovery: ti.Ca_state >= caRecovery}}, nil
+}
+
+// caRecovery is TCP_CA_Recovery; TCP_CA_Loss, after a timeout, follows.
+const caRecovery = 3
 
 // waitGone waits until the client's MPTCP connections are gone: a closed
 // MPTCP connection lingers until its DATA_FIN is acknowledged, longer

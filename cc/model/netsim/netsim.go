@@ -164,6 +164,11 @@ type Flow struct {
 	ackGen   int
 	Acked    uint64 // segments the sender saw acknowledged
 	Received uint64 // segments delivered in order to the receiver
+
+	// AckEvery is how many in-order segments the receiver takes before
+	// it acknowledges them (0 or 2: every second, as Linux does; more
+	// makes the sender burstier).
+	AckEvery int
 }
 
 // NewFlow starts a flow over fwd whose control is sock (a plain
@@ -313,7 +318,7 @@ func (f *Flow) receive(q uint32) {
 		return
 	}
 	f.pending++
-	if f.pending >= 2 {
+	if f.pending >= max(f.AckEvery, 2) {
 		f.ack(q)
 		return
 	}
