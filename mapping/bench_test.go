@@ -52,3 +52,156 @@ func BenchmarkTable1M(b *testing.B) {
 		}
 	})
 }
+
+// millionIndex is million's prefixes in an Index.
+func millionIndex(b *testing.B) (*Index[int], []netip.Addr) {
+	r := rand.New(rand.NewPCG(3, 4))
+	x := NewIndex[int]()
+	var probes []netip.Addr
+	for x.Len() < 1_000_000 {
+		a := netip.AddrFrom4([4]byte{10, byte(r.IntN(256)), byte(r.IntN(256)), byte(r.IntN(256))})
+		if r.IntN(4) == 0 {
+			a = netip.AddrFrom4([4]byte{100, 64 | byte(r.IntN(64)), byte(r.IntN(256)), byte(r.IntN(256))})
+		}
+		p, _ := a.Prefix(16 + r.IntN(17))
+		v, _ := x.Upsert(NewEID(0, p))
+		*v = x.Len()
+		if len(probes) < 1<<16 {
+			probes = append(probes, a)
+		}
+	}
+	return x, probes
+}
+
+func BenchmarkIndex1M(b *testing.B) {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	x, probes := millionIndex(b)
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	perPrefix := float64(after.HeapAlloc-before.HeapAlloc) / float64(x.Len())
+	b.Run("Lookup", func(b *testing.B) {
+		i := 0
+		for b.Loop() {
+			if _, ok := x.LookupValue(0, probes[i&(len(probes)-1)]); !ok {
+				b.Fatal("probe not found")
+			}
+			i++
+		}
+		b.ReportMetric(perPrefix, "heap-bytes/prefix")
+	})
+	b.Run("Gap", func(b *testing.B) {
+		all := NewEID(0, netip.MustParsePrefix("0.0.0.0/0"))
+		for b.Loop() {
+			x.Gap(all, netip.MustParseAddr("192.0.2.1"))
+		}
+	})
+}
+
+// BenchmarkInsert1M inserts million's prefixes, a new table every 1M.
+func BenchmarkInsert1M(b *testing.B) {
+	r := rand.New(rand.NewPCG(3, 4))
+	var eids []EID
+	seen := map[EID]bool{}
+	for len(eids) < 1_000_000 {
+		a := netip.AddrFrom4([4]byte{10, byte(r.IntN(256)), byte(r.IntN(256)), byte(r.IntN(256))})
+		if r.IntN(4) == 0 {
+			a = netip.AddrFrom4([4]byte{100, 64 | byte(r.IntN(64)), byte(r.IntN(256)), byte(r.IntN(256))})
+		}
+		p, _ := a.Prefix(16 + r.IntN(17))
+		if e := NewEID(0, p); !seen[e] {
+			seen[e] = true
+			eids = append(eids, e)
+		}
+	}
+	b.Run("Table", func(b *testing.B) {
+		var tab *Table[int]
+		i := 0
+		for b.Loop() {
+			if i%len(eids) == 0 {
+				tab = NewTable[int]()
+			}
+			tab.Insert(eids[i%len(eids)], i)
+			i++
+		}
+	})
+	b.Run("Index", func(b *testing.B) {
+		var x *Index[int]
+		i := 0
+		for b.Loop() {
+			if i%len(eids) == 0 {
+				x = NewIndex[int]()
+			}
+			v, _ := x.Upsert(eids[i%len(eids)])
+			*v = i
+			i++
+		}
+	})
+}
+
+// lookupByLength is the alternative to the Index's trie that
+// BenchmarkLookupByLength measures: its hash table probed at each
+// length present, longest first.
+func (x *Index[V]) lookupByLength(lengths []int, iid uint32, a netip.Addr) (*V, bool) {
+	k := keyOf(HostEID(iid, a))
+	for _, n := range lengths {
+		if _, _, s, ok := x.find(k.masked(n)); ok {
+			return &x.slot(s).val, true
+		}
+	}
+	return nil, false
+}
+
+// BenchmarkLookupByLength compares the trie's lookups with probing a hash
+// table per length, among 1M IPv4 prefixes of /16 to /32 (17 lengths, as
+// amptcp bench map-request registers) and of /24 and /32 spread over the
+// address space (2 lengths, as a deployment might).
+func BenchmarkLookupByLength(b *testing.B) {
+	for _, tc := range []struct {
+		name    string
+		lengths []int
+		addr    func(r *rand.Rand) netip.Addr
+	}{
+		{"17-lengths", []int{32, 31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18, 17, 16}, func(r *rand.Rand) netip.Addr {
+			return netip.AddrFrom4([4]byte{10, byte(r.IntN(256)), byte(r.IntN(256)), byte(r.IntN(256))})
+		}},
+		{"2-lengths", []int{32, 24}, func(r *rand.Rand) netip.Addr {
+			return netip.AddrFrom4([4]byte{byte(r.IntN(224)), byte(r.IntN(256)), byte(r.IntN(256)), byte(r.IntN(256))})
+		}},
+	} {
+		r := rand.New(rand.NewPCG(3, 4))
+		x := NewIndex[int]()
+		var probes []netip.Addr
+		for x.Len() < 1_000_000 {
+			a := tc.addr(r)
+			p, _ := a.Prefix(tc.lengths[r.IntN(len(tc.lengths))])
+			x.Upsert(NewEID(0, p))
+			if len(probes) < 1<<18 {
+				probes = append(probes, a)
+			}
+		}
+		b.Run(tc.name+"/trie", func(b *testing.B) {
+			i := 0
+			for b.Loop() {
+				v, ok := x.LookupValue(0, probes[i%len(probes)])
+				if !ok {
+					b.Fatal("not found")
+				}
+				_ = *v
+				i++
+			}
+		})
+		b.Run(tc.name+"/by-length", func(b *testing.B) {
+			i := 0
+			for b.Loop() {
+				v, ok := x.lookupByLength(tc.lengths, 0, probes[i%len(probes)])
+				if !ok {
+					b.Fatal("not found")
+				}
+				_ = *v
+				i++
+			}
+		})
+	}
+}

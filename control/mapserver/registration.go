@@ -36,6 +36,30 @@ type Registration struct {
 	wire     []byte
 	room     [40]byte
 	roomUsed bool
+	// slot is the registration's value in the server's index, which
+	// keeps what a proxy reply needs beside the prefix; nil once the
+	// registration left the index.
+	slot *regSlot
+}
+
+// regSlot is what the server's index keeps for a registered prefix:
+// the registration and, so that answering a Map-Request reads no more
+// than the index's slot, whether the map-server replies for it and the
+// record it replies with, when it is small (one IPv4 RLOC for an IPv4
+// EID-prefix). 40 bytes, which make the index's slot 64.
+type regSlot struct {
+	reg   *Registration
+	proxy bool
+	n     uint8 // bytes of wire; 0: the record is in reg.wire
+	wire  [30]byte
+}
+
+// update copies what a proxy reply needs from the registration.
+func (v *regSlot) update(r *Registration) {
+	v.proxy, v.n = r.Proxy, 0
+	if len(r.wire) <= len(v.wire) {
+		v.n = uint8(copy(v.wire[:], r.wire))
+	}
 }
 
 // regBlock is a registration with its first ETR, allocated at once: most
@@ -46,9 +70,9 @@ type regBlock struct {
 	etrs  [1]*ETR
 }
 
-func newRegistration(eid mapping.EID, site *Site) *Registration {
+func newRegistration(eid mapping.EID, site *Site, slot *regSlot) *Registration {
 	b := &regBlock{}
-	b.reg = Registration{EID: eid, Site: site, ETRs: b.etrs[:0], spare: &b.first}
+	b.reg = Registration{EID: eid, Site: site, ETRs: b.etrs[:0], spare: &b.first, slot: slot}
 	return &b.reg
 }
 
@@ -193,6 +217,9 @@ func (r *Registration) merge(proxyTTL uint32, scratch *[]byte) {
 		}
 	}
 	r.encode(scratch)
+	if r.slot != nil {
+		r.slot.update(r)
+	}
 }
 
 // encode keeps Record encoded in wire, or nothing when it does not encode
