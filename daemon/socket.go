@@ -10,6 +10,7 @@ import (
 	"github.com/amptcp/amptcp/control"
 	"github.com/amptcp/amptcp/internal/udpbatch"
 	"github.com/amptcp/amptcp/lisp"
+	"github.com/amptcp/amptcp/mapping"
 )
 
 // batch is how many datagrams a loop reads or writes per system call.
@@ -105,6 +106,8 @@ type worker struct {
 	out      control.Outbox
 	dsts     []netip.AddrPort
 	payloads [][]byte
+	queries  []mapping.Query // a batch's EIDs, for prefetch
+	read     uint32          // what prefetch read, kept so that its reads are made
 }
 
 // serve reads, handles and answers datagrams until the socket is closed.
@@ -121,6 +124,7 @@ func (d *Daemon) serve(c *conn) {
 		}
 		w.counter.datagrams.Add(uint64(n))
 		w.out.Reset()
+		d.prefetch(w, c.batch, n)
 		for i := range n {
 			pkt, from, truncated := c.batch.Datagram(i)
 			if truncated {
@@ -130,6 +134,34 @@ func (d *Daemon) serve(c *conn) {
 			d.handle(w, pkt, from)
 		}
 		d.flush(c, w)
+	}
+}
+
+// datagrams is a batch of datagrams received: a socket's (udpbatch.Conn)
+// or a benchmark's.
+type datagrams interface {
+	Datagram(i int) (payload []byte, from netip.AddrPort, truncated bool)
+}
+
+// prefetch reads ahead the mappings that the batch's Map-Requests ask
+// the map-server here for (mapserver.Server.Prefetch), all at once: the
+// cache misses of their lookups then overlap, where one request after
+// the other pays for each. Answering them reads the mappings again, from
+// the CPU's caches. The EIDs come from a peek at each ECM
+// (lisp.PeekRequestEID), which the handler still decodes whole.
+func (d *Daemon) prefetch(w *worker, b datagrams, n int) {
+	if n < 2 || d.ms == nil || d.mr == nil {
+		return
+	}
+	w.queries = w.queries[:0]
+	for i := range n {
+		pkt, _, truncated := b.Datagram(i)
+		if iid, eid, ok := lisp.PeekRequestEID(pkt); ok && !truncated {
+			w.queries = append(w.queries, mapping.Query{IID: iid, Addr: eid})
+		}
+	}
+	if len(w.queries) > 1 {
+		w.read += d.ms.Prefetch(w.queries)
 	}
 }
 

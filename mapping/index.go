@@ -515,6 +515,88 @@ func (x *Index[V]) LookupValue(iid uint32, a netip.Addr) (*V, bool) {
 	return &x.slot(s - 1).val, true
 }
 
+// Query is an address to look up in an instance ID.
+type Query struct {
+	IID  uint32
+	Addr netip.Addr
+}
+
+// Prefetch reads what looking the queries up reads, and nothing else, in
+// three passes over up to 64 queries: the first walks each query's trie
+// down to the last level (whose blocks near the root stay in the CPU's
+// caches), the second reads each query's entry in its block of the last
+// level, the third the slot it names. No load of the second and third
+// passes depends on another of its pass, and their loops are short, so
+// that the CPU overlaps their cache misses (among millions of prefixes,
+// a block of the last level and a slot per lookup), which lookups one at
+// a time, with other work between them, cannot. It returns a number that
+// depends on what it read, so that the reads are not optimized out.
+func (x *Index[V]) Prefetch(qs []Query) uint32 {
+	var sum uint32
+	var at [64]uint64
+	var entry, found [64]uint32
+	for len(qs) > 0 {
+		n := min(len(qs), len(entry))
+		for i, q := range qs[:n] {
+			at[i], found[i] = x.descend(q)
+		}
+		for i, a := range at[:n] {
+			if a != 0 {
+				entry[i] = x.bottom.block(uint32(a >> 8))[uint8(a)]
+			} else {
+				entry[i] = 0
+			}
+		}
+		for i := range n {
+			s := found[i]
+			if l := entry[i]; l != 0 {
+				s = leafSlot(l)
+			}
+			if s != 0 {
+				sum += uint32(x.slot(s - 1).key.bits)
+			}
+		}
+		qs = qs[n:]
+	}
+	return sum
+}
+
+// descend walks q's trie as lookup does, down to the last level without
+// reading it: it returns the block of the last level and q's entry in it
+// (the block shifted by 8, or 0 when the walk stops above), and the
+// slot+1 found above: the lone prefix of a subtree, else the longest.
+func (x *Index[V]) descend(q Query) (at uint64, found uint32) {
+	fam := uint8(famV6)
+	if q.Addr.Is4() {
+		fam = famV4
+	}
+	t := x.trie(q.IID, fam)
+	if t == nil {
+		return 0, 0
+	}
+	hi, lo := addrBits(q.Addr)
+	found = t.def
+	b := t.root
+	for lv := 0; ; lv++ {
+		o := octet(hi, lo, lv)
+		if lv == t.last {
+			return uint64(b)<<8 | uint64(o), found
+		}
+		e := x.inner.block(b)[o]
+		if e.leaf != 0 {
+			found = leafSlot(e.leaf)
+		}
+		switch c := e.child; {
+		case c == 0:
+			return 0, found
+		case c&lone != 0:
+			return 0, c&^lone + 1
+		default:
+			b = c
+		}
+	}
+}
+
 // lookup returns the slot+1 of the longest prefix of t holding hi, lo, or 0.
 func (x *Index[V]) lookup(t *itrie, hi, lo uint64) uint32 {
 	best := t.def

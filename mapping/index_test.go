@@ -126,6 +126,15 @@ func compareIndex(t *testing.T, step int, x *Index[EID], tab *Table[EID], e EID,
 	if w, wok := tab.Get(e); ok != wok || (ok && *v != w) {
 		t.Fatalf("step %d: Get(%s) = %v, want %v", step, e, ok, wok)
 	}
+	// Prefetch reads the slots that the lookups read: those of the
+	// prefixes found, and a subtree's lone prefix checked and not found.
+	var qs []Query
+	var bits uint32 // of the prefixes the queries find
+	defer func() {
+		if got := x.Prefetch(qs); got < bits {
+			t.Fatalf("step %d: Prefetch(%v) = %d, the lookups found prefixes of %d bits in all", step, qs, got, bits)
+		}
+	}()
 	for range 4 {
 		a := addrNear(r, e)
 		if r.IntN(8) == 0 {
@@ -135,6 +144,10 @@ func compareIndex(t *testing.T, step int, x *Index[EID], tab *Table[EID], e EID,
 		w, wok := tab.Lookup(e.IID, a)
 		if gok != wok || (gok && (ge != w || *gv != w)) {
 			t.Fatalf("step %d: Lookup([%d]%s) = %s %v; want %s %v", step, e.IID, a, ge, gok, w, wok)
+		}
+		qs = append(qs, Query{e.IID, a})
+		if gok {
+			bits += uint32(ge.Prefix.Bits())
 		}
 		if gv, gok := x.LookupValue(e.IID, a); gok != wok || (gok && *gv != w) {
 			t.Fatalf("step %d: LookupValue([%d]%s) = %v; want %s %v", step, e.IID, a, gok, w, wok)

@@ -111,6 +111,17 @@ func (s *Server) AppendMapping(b []byte, iid uint32, eid netip.Addr) ([]byte, bo
 	return b, ok
 }
 
+// Prefetch reads ahead, under one read lock, what AppendMapping reads
+// for each query (mapping.Index.Prefetch): lispd's loops call it on a
+// batch of Map-Requests before answering them one by one. What it
+// returns depends on what it read; keeping it keeps the reads.
+func (s *Server) Prefetch(qs []mapping.Query) uint32 {
+	s.mu.RLock()
+	sum := s.regs.Prefetch(qs)
+	s.mu.RUnlock()
+	return sum
+}
+
 // wholeSpace is the prefix of every address of a's family in iid.
 func wholeSpace(iid uint32, a netip.Addr) mapping.EID {
 	return mapping.NewEID(iid, netip.PrefixFrom(a, 0))
