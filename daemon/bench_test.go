@@ -100,27 +100,38 @@ func BenchmarkHandle(b *testing.B) {
 	from := netip.MustParseAddrPort("127.0.0.1:40000")
 	w := &worker{}
 	var d *Daemon
-	b.Run("MapRegister", func(b *testing.B) {
-		b.ReportAllocs()
-		i := 0
-		cpu := cpuTime()
-		for b.Loop() {
-			if i%n == 0 {
-				b.StopTimer()
-				d = nil
-				runtime.GC()
-				d = benchDaemon(b)
-				b.StartTimer()
+	register := func(prefetch bool) func(b *testing.B) {
+		return func(b *testing.B) {
+			b.ReportAllocs()
+			i := 0
+			var batchOf datagramList
+			cpu := cpuTime()
+			for b.Loop() {
+				if i%n == 0 {
+					b.StopTimer()
+					d = nil
+					runtime.GC()
+					d = benchDaemon(b)
+					b.StartTimer()
+				}
+				w.out.Reset()
+				if prefetch && i%batch == 0 {
+					batchOf = regs[i%n : min(i%n+batch, n)]
+					d.prefetch(w, batchOf, len(batchOf))
+				}
+				d.handle(w, regs[i%n], from)
+				i++
 			}
-			w.out.Reset()
-			d.handle(w, regs[i%n], from)
-			i++
+			b.ReportMetric(float64(cpuTime()-cpu)/float64(i), "cpu-ns/op")
+			if w.out.Len() != 1 {
+				b.Fatalf("%d answers to a Map-Register", w.out.Len())
+			}
 		}
-		b.ReportMetric(float64(cpuTime()-cpu)/float64(i), "cpu-ns/op")
-		if w.out.Len() != 1 {
-			b.Fatalf("%d answers to a Map-Register", w.out.Len())
-		}
-	})
+	}
+	b.Run("MapRegister", register(false))
+	// The same in batches of 64, as lispd's loops read them, where each
+	// batch's prefixes are read ahead together (prefetch).
+	b.Run("MapRegisterBatch", register(true))
 	d = benchDaemon(b)
 	for _, m := range regs {
 		w.out.Reset()
@@ -238,4 +249,11 @@ func (b *benchBatch) fill(eids [][4]byte, from int) {
 
 func (b *benchBatch) Datagram(i int) ([]byte, netip.AddrPort, bool) {
 	return b.pkts[i], netip.MustParseAddrPort("127.0.0.1:40000"), false
+}
+
+// datagramList are datagrams from one source.
+type datagramList [][]byte
+
+func (s datagramList) Datagram(i int) ([]byte, netip.AddrPort, bool) {
+	return s[i], netip.MustParseAddrPort("127.0.0.1:40000"), false
 }

@@ -106,8 +106,9 @@ type worker struct {
 	out      control.Outbox
 	dsts     []netip.AddrPort
 	payloads [][]byte
-	queries  []mapping.Query // a batch's EIDs, for prefetch
-	read     uint32          // what prefetch read, kept so that its reads are made
+	queries  []mapping.Query // a batch's EIDs and prefixes, for prefetch
+	prefixes []mapping.EID
+	read     uint32 // what prefetch read, kept so that its reads are made
 }
 
 // serve reads, handles and answers datagrams until the socket is closed.
@@ -143,25 +144,41 @@ type datagrams interface {
 	Datagram(i int) (payload []byte, from netip.AddrPort, truncated bool)
 }
 
-// prefetch reads ahead the mappings that the batch's Map-Requests ask
-// the map-server here for (mapserver.Server.Prefetch), all at once: the
-// cache misses of their lookups then overlap, where one request after
-// the other pays for each. Answering them reads the mappings again, from
-// the CPU's caches. The EIDs come from a peek at each ECM
-// (lisp.PeekRequestEID), which the handler still decodes whole.
+// prefetch reads ahead what answering the batch will read of the
+// map-server's registrations, all at once: for its Map-Requests the
+// mappings they ask for (mapserver.Server.Prefetch), for its Map-Registers
+// where their prefixes go (PrefetchRegisters). The cache misses of their
+// lookups then overlap, where one datagram after the other pays for each;
+// handling them reads from the CPU's caches. The EIDs come from a peek at
+// each message (lisp.PeekRequestEID, PeekRegisterPrefix), which the
+// handlers still decode whole and, for a Map-Register, authenticate
+// before anything changes.
 func (d *Daemon) prefetch(w *worker, b datagrams, n int) {
-	if n < 2 || d.ms == nil || d.mr == nil {
+	if n < 2 || d.ms == nil {
 		return
 	}
-	w.queries = w.queries[:0]
+	w.queries, w.prefixes = w.queries[:0], w.prefixes[:0]
 	for i := range n {
 		pkt, _, truncated := b.Datagram(i)
-		if iid, eid, ok := lisp.PeekRequestEID(pkt); ok && !truncated {
-			w.queries = append(w.queries, mapping.Query{IID: iid, Addr: eid})
+		if truncated || len(pkt) == 0 {
+			continue
+		}
+		switch lisp.MsgType(pkt[0] >> 4) {
+		case lisp.TypeECM:
+			if iid, eid, ok := lisp.PeekRequestEID(pkt); ok && d.mr != nil {
+				w.queries = append(w.queries, mapping.Query{IID: iid, Addr: eid})
+			}
+		case lisp.TypeMapRegister:
+			if iid, p, ok := lisp.PeekRegisterPrefix(pkt); ok {
+				w.prefixes = append(w.prefixes, mapping.EID{IID: iid, Prefix: p})
+			}
 		}
 	}
 	if len(w.queries) > 1 {
 		w.read += d.ms.Prefetch(w.queries)
+	}
+	if len(w.prefixes) > 1 {
+		w.read += d.ms.PrefetchRegisters(w.prefixes)
 	}
 }
 

@@ -37,7 +37,34 @@ func PeekRequestEID(b []byte) (iid uint32, eid netip.Addr, ok bool) {
 			return 0, netip.Addr{}, false
 		}
 	}
-	off += 2 // the record's reserved byte and mask-len
+	return peekEID(b, off+2) // after the record's reserved byte and mask-len
+}
+
+// PeekRegisterPrefix reads, from a Map-Register, the EID-prefix of its
+// first record in the usual forms (an IPv4 or IPv6 prefix, possibly in an
+// Instance-ID LCAF), without decoding the rest or checking the
+// authentication: as PeekRequestEID, a hint for reading ahead what
+// registering it will read.
+func PeekRegisterPrefix(b []byte) (iid uint32, prefix netip.Prefix, ok bool) {
+	if len(b) < authDataOffset || MsgType(b[0]>>4) != TypeMapRegister || b[3] == 0 {
+		return 0, netip.Prefix{}, false
+	}
+	off := authDataOffset + int(binary.BigEndian.Uint16(b[14:]))
+	if len(b) < off+recordFixedLen {
+		return 0, netip.Prefix{}, false
+	}
+	maskLen := int(b[off+5])
+	iid, eid, ok := peekEID(b, off+recordFixedLen)
+	if !ok {
+		return 0, netip.Prefix{}, false
+	}
+	prefix, err := eid.Prefix(maskLen)
+	return iid, prefix, err == nil
+}
+
+// peekEID reads the EID at off: an IPv4 or IPv6 address, possibly in an
+// Instance-ID LCAF.
+func peekEID(b []byte, off int) (iid uint32, eid netip.Addr, ok bool) {
 	if len(b) < off+2 {
 		return 0, netip.Addr{}, false
 	}

@@ -96,3 +96,75 @@ func FuzzPeekRequestEID(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, b []byte) { checkPeek(t, b, false) })
 }
+
+// peekRegisters are Map-Registers in the forms PeekRegisterPrefix reads:
+// each family, in an Instance-ID, with each algorithm, several records.
+func peekRegisters(t testing.TB) [][]byte {
+	var out [][]byte
+	for i, tc := range []struct {
+		eid string
+		iid uint32
+		alg lisp.AuthAlgorithm
+	}{
+		{"10.1.0.0/16", 0, lisp.AuthHMACSHA256},
+		{"2001:db8:1::/48", 0, lisp.AuthHMACSHA1},
+		{"10.1.2.3/32", 7, lisp.AuthHMACSHA256},
+		{"2001:db8::/32", 1 << 20, lisp.AuthNone},
+	} {
+		p := netip.MustParsePrefix(tc.eid)
+		eid := lisp.IPAddress(p.Addr())
+		if tc.iid != 0 {
+			eid = lisp.LCAFAddress(&lisp.InstanceID{IID: tc.iid, Address: eid})
+		}
+		rec := lisp.MapRecord{TTL: 3, EID: eid, MaskLen: uint8(p.Bits()),
+			Locators: []lisp.Locator{{Priority: 1, Weight: 1, Address: lisp.MustParseAddress("192.0.2.1")}}}
+		m := &lisp.MapRegister{Nonce: uint64(i), Auth: lisp.Auth{Algorithm: tc.alg}, Records: []lisp.MapRecord{rec, rec}}
+		b, err := m.AppendSigned(nil, []byte("key"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, b)
+	}
+	return out
+}
+
+// checkPeekRegister compares PeekRegisterPrefix with decoding the whole
+// message, as checkPeek does.
+func checkPeekRegister(t *testing.T, b []byte, mustRead bool) {
+	iid, p, ok := lisp.PeekRegisterPrefix(b)
+	var m lisp.MapRegister
+	if err := m.DecodeFromBytes(b); err != nil {
+		return
+	}
+	var want netip.Prefix
+	var wantIID uint32
+	if len(m.Records) > 0 {
+		a := m.Records[0].EID
+		if l, ok := a.LCAF().(*lisp.InstanceID); ok {
+			wantIID, a = l.IID, l.Address
+		}
+		want, _ = a.IP().Prefix(int(m.Records[0].MaskLen))
+	}
+	switch {
+	case ok && (p != want || iid != wantIID):
+		t.Errorf("PeekRegisterPrefix(%x) = [%d]%s, the message's first record is [%d]%s", b, iid, p, wantIID, want)
+	case !ok && mustRead && want.IsValid():
+		t.Errorf("PeekRegisterPrefix(%x) did not read [%d]%s", b, wantIID, want)
+	}
+}
+
+func TestPeekRegisterPrefix(t *testing.T) {
+	for _, b := range peekRegisters(t) {
+		checkPeekRegister(t, b, true)
+		for n := range len(b) {
+			checkPeekRegister(t, b[:n], false)
+		}
+	}
+}
+
+func FuzzPeekRegisterPrefix(f *testing.F) {
+	for _, b := range peekRegisters(f) {
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) { checkPeekRegister(t, b, false) })
+}

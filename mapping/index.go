@@ -561,6 +561,55 @@ func (x *Index[V]) Prefetch(qs []Query) uint32 {
 	return sum
 }
 
+// PrefetchUpserts reads, as Prefetch does for lookups, what upserting the
+// prefixes reads of the index: the hash table's line where each prefix
+// is or would go, and the entry of its level's block where it would be
+// written (the levels above it stay in the CPU's caches).
+func (x *Index[V]) PrefetchUpserts(es []EID) uint32 {
+	type target struct {
+		block uint32 // 0: none to read
+		entry uint8
+		last  bool // a block of the last level
+	}
+	var sum uint32
+	var pos [64]int
+	var at [64]target
+	for len(es) > 0 {
+		n := min(len(es), len(pos))
+		mask := len(x.exact.ents) - 1
+		for i, e := range es[:n] {
+			k := keyOf(e)
+			pos[i] = int(x.exact.hash(k)) & mask
+			at[i] = target{}
+			t := x.trie(k.iid, k.fam)
+			if t == nil || k.bits == 0 {
+				continue
+			}
+			b, lv := t.root, level(int(k.bits))
+			for l := 0; l < lv && b != 0; l++ {
+				if c := x.inner.block(b)[octet(k.hi, k.lo, l)].child; c&lone == 0 {
+					b = c
+				} else {
+					b = 0
+				}
+			}
+			at[i] = target{b, octet(k.hi, k.lo, lv), lv == t.last}
+		}
+		for i := range n {
+			sum += x.exact.ents[pos[i]].tag
+			switch a := at[i]; {
+			case a.block == 0:
+			case a.last:
+				sum += x.bottom.block(a.block)[a.entry]
+			default:
+				sum += x.inner.block(a.block)[a.entry].leaf
+			}
+		}
+		es = es[n:]
+	}
+	return sum
+}
+
 // descend walks q's trie as lookup does, down to the last level without
 // reading it: it returns the block of the last level and q's entry in it
 // (the block shifted by 8, or 0 when the walk stops above), and the

@@ -84,6 +84,7 @@ func TestIndexMatchesTable(t *testing.T) {
 						t.Fatalf("step %d: Delete(%s) = %v, want %v", step, e, got, want)
 					}
 				} else {
+					x.PrefetchUpserts([]EID{e, draw(r)})
 					v, created := x.Upsert(e)
 					_, wantCreated := tab.Upsert(e, func() EID { return e })
 					if created != wantCreated || (!created && *v != e) {

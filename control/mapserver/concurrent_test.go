@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"sync"
 	"testing"
+	"unsafe"
 
 	"github.com/amptcp/amptcp/control"
 	"github.com/amptcp/amptcp/lisp"
@@ -110,4 +111,12 @@ func readWhileRegistering(t *testing.T, s *Server, n int, eid func(int) string, 
 		}
 	})
 	return &wg
+}
+
+// A registration and its first ETR stay within the 512 bytes the runtime
+// allocates without a header (regBlock).
+func TestRegBlockSize(t *testing.T) {
+	if n := unsafe.Sizeof(regBlock{}); n > 512 {
+		t.Errorf("regBlock is %d bytes", n)
+	}
 }

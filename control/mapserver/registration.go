@@ -27,19 +27,15 @@ type Registration struct {
 	Record lisp.MapRecord
 	// Proxy: an ETR asked the map-server to reply for it (the P bit) and
 	// the site allows it.
-	Proxy bool
-	spare *ETR // room for the first ETR, allocated with the registration
+	Proxy    bool
+	roomUsed bool
+	spare    *ETR // room for the first ETR, allocated with the registration
 	// wire is Record encoded, which proxy replies copy rather than encode
 	// it. Readers copy it after the lock is released, so it is never
 	// changed in place: it is first encoded into room, then into a new
 	// slice each time Record changes.
-	wire     []byte
-	room     [40]byte
-	roomUsed bool
-	// slot is the registration's value in the server's index, which
-	// keeps what a proxy reply needs beside the prefix; nil once the
-	// registration left the index.
-	slot *regSlot
+	wire []byte
+	room [40]byte
 }
 
 // regSlot is what the server's index keeps for a registered prefix:
@@ -63,16 +59,18 @@ func (v *regSlot) update(r *Registration) {
 }
 
 // regBlock is a registration with its first ETR, allocated at once: most
-// prefixes are registered by one ETR.
+// prefixes are registered by one ETR. Its 512 bytes are the most that the
+// runtime allocates without a header, and whose pointers the garbage
+// collector marks span by span: a field more costs every registration.
 type regBlock struct {
 	reg   Registration
 	first ETR
 	etrs  [1]*ETR
 }
 
-func newRegistration(eid mapping.EID, site *Site, slot *regSlot) *Registration {
+func newRegistration(eid mapping.EID, site *Site) *Registration {
 	b := &regBlock{}
-	b.reg = Registration{EID: eid, Site: site, ETRs: b.etrs[:0], spare: &b.first, slot: slot}
+	b.reg = Registration{EID: eid, Site: site, ETRs: b.etrs[:0], spare: &b.first}
 	return &b.reg
 }
 
@@ -118,16 +116,16 @@ type ETR struct {
 	Record       lisp.MapRecord
 	ProxyReply   bool // P
 	Merge        bool // a
+	WantedNotify bool // M, in its last Map-Register
 	KeyID        uint8
+	alg          lisp.AuthAlgorithm // of the key it registered with
 	First, Last  time.Time
 	Expires      time.Time
 	Registers    uint64 // Map-Registers accepted for this prefix from this ETR
-	WantedNotify bool   // M, in its last Map-Register
 
-	alg    lisp.AuthAlgorithm // of the key it registered with
-	notify *pendingNotify     // an unsolicited Map-Notify it has not acknowledged
-	push   []*pendingNotify   // the te role's sets it has not acknowledged
-	reg    *Registration      // for the expiry queue
+	notify *pendingNotify   // an unsolicited Map-Notify it has not acknowledged
+	push   []*pendingNotify // the te role's sets it has not acknowledged
+	reg    *Registration    // for the expiry queue
 	deadlines.Slot
 }
 
@@ -217,9 +215,6 @@ func (r *Registration) merge(proxyTTL uint32, scratch *[]byte) {
 		}
 	}
 	r.encode(scratch)
-	if r.slot != nil {
-		r.slot.update(r)
-	}
 }
 
 // encode keeps Record encoded in wire, or nothing when it does not encode

@@ -122,6 +122,16 @@ func (s *Server) Prefetch(qs []mapping.Query) uint32 {
 	return sum
 }
 
+// PrefetchRegisters reads ahead, under one read lock, what registering
+// the EID-prefixes will read of the index (mapping.Index.PrefetchUpserts),
+// as Prefetch does for Map-Requests.
+func (s *Server) PrefetchRegisters(es []mapping.EID) uint32 {
+	s.mu.RLock()
+	sum := s.regs.PrefetchUpserts(es)
+	s.mu.RUnlock()
+	return sum
+}
+
 // wholeSpace is the prefix of every address of a's family in iid.
 func wholeSpace(iid uint32, a netip.Addr) mapping.EID {
 	return mapping.NewEID(iid, netip.PrefixFrom(a, 0))
@@ -231,7 +241,7 @@ func (s *Server) apply(site *Site, m *lisp.MapRegister, eids []mapping.EID, src 
 		}
 		v, created := s.regs.Upsert(eids[i])
 		if created {
-			v.reg = newRegistration(eids[i], site, v)
+			v.reg = newRegistration(eids[i], site)
 		}
 		reg := v.reg
 		before := reg.Record.Locators
@@ -252,6 +262,7 @@ func (s *Server) apply(site *Site, m *lisp.MapRegister, eids []mapping.EID, src 
 		// replaces only its own part among the ETRs that merge.
 		s.drop(reg, reg.keep(func(e *ETR) bool { return e == etr || (etr.Merge && e.Merge) }))
 		reg.merge(s.proxyTTL, &s.scratch)
+		v.update(reg)
 		s.expiry.Schedule(etr)
 		if !sameLocators(before, reg.Record.Locators) {
 			s.notifyMerged(reg, etr, now, out)
@@ -272,11 +283,13 @@ func (s *Server) drop(reg *Registration, gone []*ETR) {
 	}
 	if len(reg.ETRs) == 0 {
 		s.regs.Delete(reg.EID)
-		reg.slot = nil
 		return
 	}
 	if len(gone) > 0 {
 		reg.merge(s.proxyTTL, &s.scratch)
+		if v, ok := s.regs.Get(reg.EID); ok {
+			v.update(reg)
+		}
 	}
 }
 
