@@ -9,11 +9,14 @@
 // also measures a reference: a server that does lispd's batched UDP I/O
 // and nothing else (ServeEcho), on the same CPUs with the same GOMAXPROCS.
 // lispd and the reference take turns, ten of a tenth of the duration
-// each, so that the machine's noise falls on both alike, and each ratio
+// each, so that the machine's noise falls on both alike. A rate's ratio
 // is the median of the ten turns' ratios, so that a burst of other work
-// on one turn moves it little. The ratio of their rates is what lispd's
-// LISP work costs; the reference's rate is what the kernel and Go's UDP
-// path allow on this machine.
+// on one turn moves it little. The p99 ratio is that of the p99s of all
+// each server's samples, its turns together (compareTails): a median of
+// the turns' ratios, reported beside it, would not see a delay of
+// lispd's own that falls on fewer than half of its turns. The ratio of
+// their rates is what lispd's LISP work costs; the reference's rate is
+// what the kernel and Go's UDP path allow on this machine.
 //
 // The generator runs on one locked thread pinned to another CPU, calls
 // sendmmsg and recvmmsg itself, polls rather than sleeps, and allocates

@@ -102,6 +102,10 @@ func TestBenchMapRequest(t *testing.T) {
 		!turns(req.TurnRatios) || len(reg.TurnRatios) != 10 {
 		t.Errorf("latency at %v, p99 ratio %v, target %v; want half of %v and 2", lat.Rate, lat.P99Ratio, lat.TargetP99Ratio, req.MaxPerSecond)
 	}
+	if lat.P99Ratio != lat.P99/lat.Reference.P99 || lat.MedianTurnRatio <= 0 || len(lat.TurnP99) != 10 || len(lat.Reference.TurnP99) != 10 {
+		t.Errorf("p99 ratio %v of %v and %v, median of the turns' %v, turns' p99 %v and %v", lat.P99Ratio, lat.P99, lat.Reference.P99,
+			lat.MedianTurnRatio, lat.TurnP99, lat.Reference.TurnP99)
+	}
 	if mem := res.Memory; mem.HeapBytesPerPrefix <= 0 || mem.RSSBytesPerPrefix <= 0 || mem.HeapAfter <= mem.HeapBefore {
 		t.Errorf("memory: %+v", mem)
 	}
