@@ -54,11 +54,14 @@ type RegisterResult struct {
 	Resent      int     `json:"resent"`
 	Seconds     float64 `json:"seconds"`
 	PerSecond   float64 `json:"per_second"`
-	ServerCPU   float64 `json:"server_cpu"` // cores lispd used
+	ServerCPU   float64 `json:"server_cpu"`  // cores lispd used
+	ServerWait  float64 `json:"server_wait"` // cores' worth of time lispd's threads waited for a CPU
 	NotifyBytes int     `json:"notify_bytes"`
 	// The reference server answered the same Map-Registers, in turns
 	// with lispd, with datagrams of the Map-Notify's size.
 	ReferencePerSecond   float64   `json:"reference_per_second"`
+	ReferenceServerCPU   float64   `json:"reference_server_cpu"`
+	ReferenceServerWait  float64   `json:"reference_server_wait"`
 	ReferenceNotifyBytes int       `json:"reference_notify_bytes"`
 	RatioToReference     float64   `json:"ratio_to_reference"` // the median of TurnRatios
 	TurnRatios           []float64 `json:"turn_ratios"`        // lispd's rate over the reference's, turn by turn
@@ -204,8 +207,10 @@ func WriteText(w io.Writer, r *Result) error {
 	if req.Reference.GeneratorBusy > 0.95 {
 		fmt.Fprintf(&b, "The generator was busy %.0f%% of the time: the reference's rate is a lower bound.\n", 100*req.Reference.GeneratorBusy)
 	}
-	fmt.Fprintf(&b, "\nMap-Register: %d in %.2fs in %d turns, %d accepted, %d registered, %d resent; lispd used %.2f cores; Map-Notify %d bytes, the reference's %d\n",
-		reg.Count, reg.Seconds, turns, reg.Accepted, reg.Registered, reg.Resent, reg.ServerCPU, reg.NotifyBytes, reg.ReferenceNotifyBytes)
+	fmt.Fprintf(&b, "\nMap-Register: %d in %.2fs in %d turns, %d accepted, %d registered, %d resent; lispd used %.2f cores, waited %.2f for them, "+
+		"the reference %.2f and %.2f; Map-Notify %d bytes, the reference's %d\n",
+		reg.Count, reg.Seconds, turns, reg.Accepted, reg.Registered, reg.Resent, reg.ServerCPU, reg.ServerWait,
+		reg.ReferenceServerCPU, reg.ReferenceServerWait, reg.NotifyBytes, reg.ReferenceNotifyBytes)
 	fmt.Fprintf(&b, "maximum rate, window %d, %gs each in turns:\n", r.Window, r.Seconds)
 	for _, l := range []struct {
 		name string

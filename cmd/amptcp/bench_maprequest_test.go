@@ -77,7 +77,8 @@ func TestBenchMapRequest(t *testing.T) {
 	reg := res.MapRegister
 	if res.Prefixes != prefixes || reg.Count != prefixes || reg.Accepted < uint64(prefixes) || reg.Accepted > uint64(prefixes+reg.Resent) ||
 		reg.Registered != prefixes || reg.PerSecond <= 0 || reg.TargetRatio != 0.8 ||
-		reg.ReferencePerSecond <= 0 || reg.NotifyBytes == 0 || reg.NotifyBytes != reg.ReferenceNotifyBytes {
+		reg.ReferencePerSecond <= 0 || reg.NotifyBytes == 0 || reg.NotifyBytes != reg.ReferenceNotifyBytes ||
+		reg.ServerCPU <= 0 || reg.ReferenceServerCPU <= 0 {
 		t.Errorf("map_register: %+v", reg)
 	}
 	req := res.MapRequest
