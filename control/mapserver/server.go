@@ -90,6 +90,13 @@ func (s *Server) Resolve(iid uint32, eid netip.Addr) mapping.Answer {
 	return mapping.Answer{Kind: mapping.NotFound, EID: s.sitePrefixes.Gap(wholeSpace(iid, eid), eid)}
 }
 
+// Len is the number of registered EID-prefixes.
+func (s *Server) Len() int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.regs.Len()
+}
+
 // AppendMapping appends the record of eid's proxy Map-Reply to b and
 // returns true, when the map-server replies for eid's ETRs
 // (mapping.WireDatabase): the map-resolver's path for most Map-Requests,
