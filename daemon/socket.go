@@ -23,7 +23,7 @@ const maxDatagram = 65535
 // socketBuffer is what lispd asks for its sockets' buffers: bursts of
 // Map-Requests wait in the kernel rather than being dropped (the default
 // holds about 270 small datagrams).
-const socketBuffer = 4 << 20
+const socketBuffer = udpbatch.ServerBuffer
 
 // spin is how long a loop polls an empty socket before parking: under
 // load the next datagram comes sooner than a parked goroutine wakes.

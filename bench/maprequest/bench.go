@@ -48,11 +48,9 @@ type Options struct {
 	// (default 5s).
 	Duration time.Duration
 	// Window is how many requests the closed loops keep in flight
-	// (default 128). lispd's socket keeps the kernel's default receive
-	// buffer (net.core.rmem_default, 208 KiB: about 270 small datagrams);
-	// a window beyond that overflows it and turns into losses rather
-	// than throughput, while one or two of lispd's batches of 64 keep it
-	// busy.
+	// (default 128): one or two of lispd's batches of 64 keep it busy,
+	// and more only wait in its socket's buffer (4 MiB, as the
+	// reference's).
 	Window int
 	// Keep keeps the temporary directory with lispd's configuration and
 	// log.
