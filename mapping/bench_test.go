@@ -7,114 +7,76 @@ import (
 	"testing"
 )
 
-// million fills a table with 1M IPv4 prefixes of lengths /16 to /32 inside
-// 10.0.0.0/8 and 100.64.0.0/10, as the map-request benchmark registers.
-func million(b *testing.B) (*Table[int], []netip.Addr) {
+// million draws 1M distinct IPv4 prefixes of lengths /16 to /32 inside
+// 10.0.0.0/8 and 100.64.0.0/10, as the map-request benchmark registers,
+// into add, which size counts, and returns 64K addresses inside them.
+func million(add func(EID), size func() int) []netip.Addr {
 	r := rand.New(rand.NewPCG(3, 4))
-	tab := NewTable[int]()
 	var probes []netip.Addr
-	for tab.Len() < 1_000_000 {
+	for size() < 1_000_000 {
 		a := netip.AddrFrom4([4]byte{10, byte(r.IntN(256)), byte(r.IntN(256)), byte(r.IntN(256))})
 		if r.IntN(4) == 0 {
 			a = netip.AddrFrom4([4]byte{100, 64 | byte(r.IntN(64)), byte(r.IntN(256)), byte(r.IntN(256))})
 		}
 		p, _ := a.Prefix(16 + r.IntN(17))
-		tab.Insert(NewEID(0, p), tab.Len())
+		add(NewEID(0, p))
 		if len(probes) < 1<<16 {
 			probes = append(probes, a)
 		}
 	}
-	return tab, probes
+	return probes
+}
+
+// bench1M fills a table with million's prefixes and measures its lookups
+// and gaps, and the heap a prefix takes.
+func bench1M(b *testing.B, add func(EID), size func() int, lookup func(netip.Addr) bool, gap func(EID, netip.Addr) EID) {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	probes := million(add, size)
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	perPrefix := float64(after.HeapAlloc-before.HeapAlloc) / float64(size())
+	b.Run("Lookup", func(b *testing.B) {
+		i := 0
+		for b.Loop() {
+			if !lookup(probes[i&(len(probes)-1)]) {
+				b.Fatal("probe not found")
+			}
+			i++
+		}
+		b.ReportMetric(perPrefix, "heap-bytes/prefix")
+	})
+	b.Run("Gap", func(b *testing.B) {
+		all := NewEID(0, netip.MustParsePrefix("0.0.0.0/0"))
+		for b.Loop() {
+			gap(all, netip.MustParseAddr("192.0.2.1"))
+		}
+	})
 }
 
 func BenchmarkTable1M(b *testing.B) {
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	tab, probes := million(b)
-	runtime.GC()
-	runtime.ReadMemStats(&after)
-	perPrefix := float64(after.HeapAlloc-before.HeapAlloc) / float64(tab.Len())
-	b.Run("Lookup", func(b *testing.B) {
-		i := 0
-		for b.Loop() {
-			if _, ok := tab.Lookup(0, probes[i&(len(probes)-1)]); !ok {
-				b.Fatal("probe not found")
-			}
-			i++
-		}
-		b.ReportMetric(perPrefix, "heap-bytes/prefix")
-	})
-	b.Run("Gap", func(b *testing.B) {
-		all := NewEID(0, netip.MustParsePrefix("0.0.0.0/0"))
-		for b.Loop() {
-			tab.Gap(all, netip.MustParseAddr("192.0.2.1"))
-		}
-	})
-}
-
-// millionIndex is million's prefixes in an Index.
-func millionIndex(b *testing.B) (*Index[int], []netip.Addr) {
-	r := rand.New(rand.NewPCG(3, 4))
-	x := NewIndex[int]()
-	var probes []netip.Addr
-	for x.Len() < 1_000_000 {
-		a := netip.AddrFrom4([4]byte{10, byte(r.IntN(256)), byte(r.IntN(256)), byte(r.IntN(256))})
-		if r.IntN(4) == 0 {
-			a = netip.AddrFrom4([4]byte{100, 64 | byte(r.IntN(64)), byte(r.IntN(256)), byte(r.IntN(256))})
-		}
-		p, _ := a.Prefix(16 + r.IntN(17))
-		v, _ := x.Upsert(NewEID(0, p))
-		*v = x.Len()
-		if len(probes) < 1<<16 {
-			probes = append(probes, a)
-		}
-	}
-	return x, probes
+	tab := NewTable[int]()
+	bench1M(b, func(e EID) { tab.Insert(e, tab.Len()) }, tab.Len,
+		func(a netip.Addr) bool { _, ok := tab.Lookup(0, a); return ok }, tab.Gap)
 }
 
 func BenchmarkIndex1M(b *testing.B) {
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	x, probes := millionIndex(b)
-	runtime.GC()
-	runtime.ReadMemStats(&after)
-	perPrefix := float64(after.HeapAlloc-before.HeapAlloc) / float64(x.Len())
-	b.Run("Lookup", func(b *testing.B) {
-		i := 0
-		for b.Loop() {
-			if _, ok := x.LookupValue(0, probes[i&(len(probes)-1)]); !ok {
-				b.Fatal("probe not found")
-			}
-			i++
-		}
-		b.ReportMetric(perPrefix, "heap-bytes/prefix")
-	})
-	b.Run("Gap", func(b *testing.B) {
-		all := NewEID(0, netip.MustParsePrefix("0.0.0.0/0"))
-		for b.Loop() {
-			x.Gap(all, netip.MustParseAddr("192.0.2.1"))
-		}
-	})
+	x := NewIndex[int]()
+	bench1M(b, func(e EID) { v, _ := x.Upsert(e); *v = x.Len() }, x.Len,
+		func(a netip.Addr) bool { _, ok := x.LookupValue(0, a); return ok }, x.Gap)
 }
 
 // BenchmarkInsert1M inserts million's prefixes, a new table every 1M.
 func BenchmarkInsert1M(b *testing.B) {
-	r := rand.New(rand.NewPCG(3, 4))
 	var eids []EID
 	seen := map[EID]bool{}
-	for len(eids) < 1_000_000 {
-		a := netip.AddrFrom4([4]byte{10, byte(r.IntN(256)), byte(r.IntN(256)), byte(r.IntN(256))})
-		if r.IntN(4) == 0 {
-			a = netip.AddrFrom4([4]byte{100, 64 | byte(r.IntN(64)), byte(r.IntN(256)), byte(r.IntN(256))})
-		}
-		p, _ := a.Prefix(16 + r.IntN(17))
-		if e := NewEID(0, p); !seen[e] {
+	million(func(e EID) {
+		if !seen[e] {
 			seen[e] = true
 			eids = append(eids, e)
 		}
-	}
+	}, func() int { return len(eids) })
 	b.Run("Table", func(b *testing.B) {
 		var tab *Table[int]
 		i := 0

@@ -725,20 +725,7 @@ func (x *Index[V]) Overlaps(e EID) bool {
 // Gap is Table.Gap: the least-specific prefix that contains a, lies
 // inside within, and overlaps no EID-prefix of the index. a must not be
 // covered by the index, and within must contain a.
-func (x *Index[V]) Gap(within EID, a netip.Addr) EID {
-	lo, hi := within.Prefix.Bits(), a.BitLen()
-	for lo < hi {
-		mid := (lo + hi) / 2
-		p, _ := a.Prefix(mid)
-		if x.Overlaps(EID{IID: within.IID, Prefix: p}) {
-			lo = mid + 1
-		} else {
-			hi = mid
-		}
-	}
-	p, _ := a.Prefix(lo)
-	return EID{IID: within.IID, Prefix: p}
-}
+func (x *Index[V]) Gap(within EID, a netip.Addr) EID { return gap(x, within, a) }
 
 // All iterates over every EID-prefix and its value, in no particular
 // order.
