@@ -100,27 +100,38 @@ func BenchmarkHandle(b *testing.B) {
 	from := netip.MustParseAddrPort("127.0.0.1:40000")
 	w := &worker{}
 	var d *Daemon
-	b.Run("MapRegister", func(b *testing.B) {
-		b.ReportAllocs()
-		i := 0
-		cpu := cpuTime()
-		for b.Loop() {
-			if i%n == 0 {
-				b.StopTimer()
-				d = nil
-				runtime.GC()
-				d = benchDaemon(b)
-				b.StartTimer()
+	register := func(prefetch bool) func(b *testing.B) {
+		return func(b *testing.B) {
+			b.ReportAllocs()
+			i := 0
+			var batchOf datagramList
+			cpu := cpuTime()
+			for b.Loop() {
+				if i%n == 0 {
+					b.StopTimer()
+					d = nil
+					runtime.GC()
+					d = benchDaemon(b)
+					b.StartTimer()
+				}
+				w.out.Reset()
+				if prefetch && i%batch == 0 {
+					batchOf = regs[i%n : min(i%n+batch, n)]
+					d.prefetch(w, batchOf, len(batchOf))
+				}
+				d.handle(w, regs[i%n], from)
+				i++
 			}
-			w.out.Reset()
-			d.handle(w, regs[i%n], from)
-			i++
+			b.ReportMetric(float64(cpuTime()-cpu)/float64(i), "cpu-ns/op")
+			if w.out.Len() != 1 {
+				b.Fatalf("%d answers to a Map-Register", w.out.Len())
+			}
 		}
-		b.ReportMetric(float64(cpuTime()-cpu)/float64(i), "cpu-ns/op")
-		if w.out.Len() != 1 {
-			b.Fatalf("%d answers to a Map-Register", w.out.Len())
-		}
-	})
+	}
+	b.Run("MapRegister", register(false))
+	// The same in batches of 64, as lispd's loops read them, where each
+	// batch's prefixes are read ahead together (prefetch).
+	b.Run("MapRegisterBatch", register(true))
 	d = benchDaemon(b)
 	for _, m := range regs {
 		w.out.Reset()
@@ -144,6 +155,40 @@ func BenchmarkHandle(b *testing.B) {
 			b.Fatalf("%d mappings for %d requests", c.Mappings, i)
 		}
 	})
+	// The requests of MapRequest as lispd's loops read them: in batches
+	// of 64 in a buffer the kernel just wrote (so the messages are in the
+	// CPU's caches and the lookups are not), answered one by one
+	// (MapRequestHot) or after each batch's mappings were read ahead
+	// together (MapRequestBatch, as lispd serves).
+	eids := make([][4]byte, len(reqs))
+	for i, m := range reqs {
+		eids[i] = [4]byte(m[len(m)-4:]) // a request's EID ends it
+	}
+	hot := func(prefetch bool) func(b *testing.B) {
+		return func(b *testing.B) {
+			b.ReportAllocs()
+			bb := newBenchBatch(reqs[0])
+			i := 0
+			cpu := cpuTime()
+			for b.Loop() {
+				if i%batch == 0 {
+					bb.fill(eids, i)
+					w.out.Reset()
+					if prefetch {
+						d.prefetch(w, bb, batch)
+					}
+				}
+				d.handle(w, bb.pkts[i%batch], from)
+				i++
+			}
+			b.ReportMetric(float64(cpuTime()-cpu)/float64(i), "cpu-ns/op")
+			if c := d.mr.Counters(); c.Mappings < uint64(i) {
+				b.Fatalf("%d mappings for %d requests", c.Mappings, i)
+			}
+		}
+	}
+	b.Run("MapRequestHot", hot(false))
+	b.Run("MapRequestBatch", hot(true))
 	// The same work for 1,024 EIDs, whose lookups stay in the CPU's
 	// caches: the computing, without the memory latency of a large table.
 	b.Run("MapRequestCached", func(b *testing.B) {
@@ -174,4 +219,41 @@ func BenchmarkHandle(b *testing.B) {
 		})
 		b.ReportMetric(float64(cpuTime()-cpu)/float64(b.N), "cpu-ns/op")
 	})
+}
+
+// benchBatch is a batch of Encapsulated Map-Requests in one buffer, as
+// udpbatch reads them: copies of one request, each with another EID.
+type benchBatch struct {
+	pkts [][]byte
+}
+
+func newBenchBatch(template []byte) *benchBatch {
+	b := &benchBatch{}
+	buf := make([]byte, batch*len(template))
+	for i := range batch {
+		b.pkts = append(b.pkts, buf[i*len(template):(i+1)*len(template)])
+		copy(b.pkts[i], template)
+	}
+	return b
+}
+
+// fill writes the EIDs from eids[from] on into the requests, where the
+// inner IPv4 header has its destination and the record its EID.
+func (b *benchBatch) fill(eids [][4]byte, from int) {
+	for i, p := range b.pkts {
+		eid := eids[(from+i)%len(eids)]
+		copy(p[4+16:], eid[:])
+		copy(p[len(p)-4:], eid[:])
+	}
+}
+
+func (b *benchBatch) Datagram(i int) ([]byte, netip.AddrPort, bool) {
+	return b.pkts[i], netip.MustParseAddrPort("127.0.0.1:40000"), false
+}
+
+// datagramList are datagrams from one source.
+type datagramList [][]byte
+
+func (s datagramList) Datagram(i int) ([]byte, netip.AddrPort, bool) {
+	return s[i], netip.MustParseAddrPort("127.0.0.1:40000"), false
 }

@@ -231,6 +231,11 @@ func (d *Daemon) closeDataplane(keep bool) {
 // are sent again after seconds, so a second is precise enough and costs
 // nothing.
 func (d *Daemon) tickMapServer(ctx context.Context) {
+	var gc *gcPolicy
+	if d.opts.gcTarget {
+		gc = newGCPolicy(d.log)
+		gc.tick(d.ms.Len())
+	}
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for {
@@ -240,6 +245,9 @@ func (d *Daemon) tickMapServer(ctx context.Context) {
 		case <-t.C:
 			d.ms.Expire()
 			d.ms.NotifyDue(control.SenderFunc(d.send))
+			if gc != nil {
+				gc.tick(d.ms.Len())
+			}
 		}
 	}
 }

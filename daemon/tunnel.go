@@ -72,6 +72,7 @@ type options struct {
 	level     *slog.LevelVar // what Reload sets log.level in
 	profiles  string         // WithProfiles
 	loops     int            // WithLoops
+	gcTarget  bool           // WithCollectorTarget
 	teFetch   func(ctx context.Context, url string) ([]pce.Row, error)
 }
 

@@ -300,7 +300,10 @@ func TestXTRRegistersAndResolves(t *testing.T) {
 	}
 
 	// Two packets the ITR handed over to hold: they resolve the EID and
-	// are released, in order, while the entry is Hold.
+	// are released, in order, while the entry is Hold. The second is
+	// held too unless the reply to the first's request came before the
+	// map-cache read it (a busy machine, the race detector): then it goes
+	// at once, on the installed entry.
 	for n := range 2 {
 		dpA.held <- dataplane.HeldFrame(0, netip.MustParseAddr("10.64.1.7"), 60+n)
 	}
@@ -310,8 +313,13 @@ func TestXTRRegistersAndResolves(t *testing.T) {
 	dpA.mu.Lock()
 	released := slices.Clone(dpA.released)
 	dpA.mu.Unlock()
-	if len(released) != 2 || released[0].action != dataplane.Hold || released[1].action != dataplane.Hold {
-		t.Errorf("released %+v, want both held packets while the entry was hold", released)
+	if len(released) != 2 || released[0].action != dataplane.Hold ||
+		(released[1].action != dataplane.Hold && released[1].action != dataplane.Encapsulate) {
+		t.Fatalf("released %+v, want both packets, the first held while the entry was hold", released)
+	}
+	heldPackets := uint64(1)
+	if released[1].action == dataplane.Hold {
+		heldPackets = 2
 	}
 	ip := netip.MustParseAddr
 	want := dataplane.Entry{Action: dataplane.Encapsulate, Paths: []dataplane.Path{
@@ -337,7 +345,7 @@ func TestXTRRegistersAndResolves(t *testing.T) {
 	c := st.Counters.Tunnel
 	if c == nil || c.MapReplies["accepted"] != 2 || c.MapReplyRecords["installed"] != 2 || c.MapNotifies["accepted"] < 1 ||
 		c.Misses != 1 || c.MapRequests != 2 || c.Dataplane["itr_encapsulated"] != 42 ||
-		c.Held["held"] != 2 || c.Held["released"] != 2 || c.HeldNow != 0 {
+		c.Held["held"] != heldPackets || c.Held["released"] != 2 || c.HeldNow != 0 {
 		t.Errorf("A's counters: %+v", c)
 	}
 	if b.status(t).XTR.MapServers[0].State != "registered" {

@@ -48,3 +48,15 @@ type Answer struct {
 type Database interface {
 	Resolve(iid uint32, eid netip.Addr) Answer
 }
+
+// WireDatabase is a Database that can append the record of a mapping
+// encoded, without building an Answer: what a map-resolver's reply to
+// the usual Map-Request, for one EID with a mapping, takes.
+type WireDatabase interface {
+	Database
+	// AppendMapping appends to b the encoded record of the mapping of
+	// eid in instance iid (Answer.Wire, or Record encoded) and returns
+	// true, when Resolve would answer Mapping; otherwise it returns b
+	// unchanged and false.
+	AppendMapping(b []byte, iid uint32, eid netip.Addr) ([]byte, bool)
+}

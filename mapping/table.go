@@ -135,7 +135,10 @@ func (t *Table[V]) Overlaps(e EID) bool {
 // the table holds (RFC 9301: "the least-specific prefix that both matches
 // the original query and does not match any EID-Prefix known to exist").
 // a must not be covered by the table, and within must contain a.
-func (t *Table[V]) Gap(within EID, a netip.Addr) EID {
+func (t *Table[V]) Gap(within EID, a netip.Addr) EID { return gap(t, within, a) }
+
+// gap is Gap for a table that says which EID-prefixes overlap its own.
+func gap[T interface{ Overlaps(EID) bool }](t T, within EID, a netip.Addr) EID {
 	// An EID-prefix overlapping a/m cannot contain a (the table does not
 	// cover a), so it lies inside a/m; then it lies inside a/(m-1) too:
 	// overlap is monotone in m, and a binary search finds the least m

@@ -9,11 +9,14 @@
 // also measures a reference: a server that does lispd's batched UDP I/O
 // and nothing else (ServeEcho), on the same CPUs with the same GOMAXPROCS.
 // lispd and the reference take turns, ten of a tenth of the duration
-// each, so that the machine's noise falls on both alike, and each ratio
+// each, so that the machine's noise falls on both alike. A rate's ratio
 // is the median of the ten turns' ratios, so that a burst of other work
-// on one turn moves it little. The ratio of their rates is what lispd's
-// LISP work costs; the reference's rate is what the kernel and Go's UDP
-// path allow on this machine.
+// on one turn moves it little. The p99 ratio is that of the p99s of all
+// each server's samples, its turns together (compareTails): a median of
+// the turns' ratios, reported beside it, would not see a delay of
+// lispd's own that falls on fewer than half of its turns. The ratio of
+// their rates is what lispd's LISP work costs; the reference's rate is
+// what the kernel and Go's UDP path allow on this machine.
 //
 // The generator runs on one locked thread pinned to another CPU, calls
 // sendmmsg and recvmmsg itself, polls rather than sleeps, and allocates
@@ -45,11 +48,9 @@ type Options struct {
 	// (default 5s).
 	Duration time.Duration
 	// Window is how many requests the closed loops keep in flight
-	// (default 128). lispd's socket keeps the kernel's default receive
-	// buffer (net.core.rmem_default, 208 KiB: about 270 small datagrams);
-	// a window beyond that overflows it and turns into losses rather
-	// than throughput, while one or two of lispd's batches of 64 keep it
-	// busy.
+	// (default 128): one or two of lispd's batches of 64 keep it busy,
+	// and more only wait in its socket's buffer (4 MiB, as the
+	// reference's).
 	Window int
 	// Keep keeps the temporary directory with lispd's configuration and
 	// log.

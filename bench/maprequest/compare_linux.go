@@ -3,6 +3,7 @@ package maprequest
 import (
 	"context"
 	"fmt"
+	"time"
 )
 
 // server is a server under measurement, lispd or the reference, with the
@@ -126,21 +127,21 @@ func (r *run) latency(ctx context.Context, lispd, ref *server, perSecond float64
 		s.load.latencies = s.load.latencies[:0]
 	}
 	var ls, rs phaseStats
-	var ratios []float64
+	var lispdTurns, refTurns [][]time.Duration
 	lispdFrom, refFrom := 0, 0 // where the turn's latencies begin
 	if err := r.profiled("request-latency", func() error {
 		return inTurns(lispd, ref, func(s *server, st *phaseStats) error {
 			return s.load.openLoop(ctx, perSecond, o.Duration/turns, st)
 		}, &ls, &rs, func(_, _ *phaseStats) {
-			l, r := lispd.load.latencies[lispdFrom:], ref.load.latencies[refFrom:]
+			lispdTurns = append(lispdTurns, lispd.load.latencies[lispdFrom:])
+			refTurns = append(refTurns, ref.load.latencies[refFrom:])
 			lispdFrom, refFrom = len(lispd.load.latencies), len(ref.load.latencies)
-			if p, ref := Summarize(l).P99, Summarize(r).P99; len(l) > 0 && ref > 0 {
-				ratios = append(ratios, p/ref)
-			}
 		})
 	}); err != nil {
 		return err
 	}
+	// Before open sorts each server's samples: the turns are parts of them.
+	tails := compareTails(lispdTurns, refTurns)
 	open := func(s *server, st *phaseStats) OpenLoad {
 		return OpenLoad{
 			PerSecond: float64(st.sent) / st.seconds(), Distribution: Summarize(s.load.latencies),
@@ -151,10 +152,9 @@ func (r *run) latency(ctx context.Context, lispd, ref *server, perSecond float64
 	}
 	lat := &r.res.Latency
 	*lat = LatencyResult{Rate: perSecond, OpenLoad: open(lispd, &ls), Reference: open(ref, &rs), TargetP99Ratio: TargetP99Ratio}
-	if len(ratios) > 0 {
-		lat.TurnRatios, lat.P99Ratio = ratios, median(ratios)
-		lat.Met = lat.P99Ratio <= TargetP99Ratio
-	}
+	lat.P99Ratio, lat.MedianTurnRatio, lat.TurnRatios = tails.pooled, tails.medianTurn, tails.turnRatios
+	lat.TurnP99, lat.Reference.TurnP99 = tails.lispdTurnP99, tails.refTurnP99
+	lat.Met = tails.pooled > 0 && tails.pooled <= TargetP99Ratio
 	return nil
 }
 

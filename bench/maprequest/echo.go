@@ -43,7 +43,9 @@ func (s EchoSizes) Check() error {
 // one shaped like its Map-Notify (type, one record, the nonce), of the
 // given sizes, using the batched reads and writes of lispd's serving loop
 // and nothing of its LISP work: no decoding, lookup, HMAC or state. Other
-// datagrams get no answer. It returns nil when conn is closed.
+// datagrams get no answer. It returns nil when conn is closed. The
+// echo-server command gives conn lispd's socket buffers
+// (udpbatch.ServerBuffer), so that under a burst the two queue alike.
 func ServeEcho(conn *net.UDPConn, sizes EchoSizes) error {
 	if err := sizes.Check(); err != nil {
 		return err

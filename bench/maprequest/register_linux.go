@@ -19,6 +19,7 @@ type registerStats struct {
 	acked      int
 	resent     int
 	server     time.Duration // CPU time of the server
+	waited     time.Duration // the server's threads' time waiting for a CPU while runnable
 	notifySize int
 }
 
@@ -28,6 +29,7 @@ func (st *registerStats) add(o *registerStats) {
 	st.acked += o.acked
 	st.resent += o.resent
 	st.server += o.server
+	st.waited += o.waited
 	st.notifySize = max(st.notifySize, o.notifySize)
 }
 
@@ -54,10 +56,11 @@ func register(ctx context.Context, c *udpConn, regs *registers, lo, hi, server, 
 	sendB := newBatch(maxBatch, 0)
 	recvB := newBatch(maxBatch, 2048)
 	start := time.Now().Add(-time.Microsecond)
-	cpu0 := cpuTime(server)
+	cpu0, wait0 := cpuTime(server), runDelay(server)
 	defer func() {
 		st.elapsed += time.Since(start)
 		st.server += cpuTime(server) - cpu0
+		st.waited += runDelay(server) - wait0
 		st.acked += acked
 	}()
 	for iter := 0; acked < n; iter++ {

@@ -156,8 +156,10 @@ func (r *run) phases(ctx context.Context, lispdPath string) error {
 	*reg = RegisterResult{
 		Count: o.Prefixes, Accepted: counters.MapRegisters["accepted"], Registered: counters.Registrations,
 		Resent: ls.resent, Seconds: ls.elapsed.Seconds(), PerSecond: float64(o.Prefixes) / ls.elapsed.Seconds(),
-		ServerCPU: ls.server.Seconds() / ls.elapsed.Seconds(), NotifyBytes: ls.notifySize,
+		ServerCPU: ls.server.Seconds() / ls.elapsed.Seconds(), ServerWait: ls.waited.Seconds() / ls.elapsed.Seconds(),
+		NotifyBytes:        ls.notifySize,
 		ReferencePerSecond: float64(o.Prefixes) / rs.elapsed.Seconds(), ReferenceNotifyBytes: rs.notifySize,
+		ReferenceServerCPU: rs.server.Seconds() / rs.elapsed.Seconds(), ReferenceServerWait: rs.waited.Seconds() / rs.elapsed.Seconds(),
 		TargetRatio: TargetRegisterRatio,
 	}
 	reg.TurnRatios, reg.RatioToReference = ratios, median(ratios)

@@ -81,3 +81,35 @@ func TestMedian(t *testing.T) {
 		t.Errorf("median reordered its argument: %v", xs)
 	}
 }
+
+// The two p99 ratios of compareTails: alike where nothing disturbs
+// either server, apart where lispd is delayed in a few of its turns (as
+// by a garbage collection), which only the pooled samples show.
+func TestCompareTails(t *testing.T) {
+	steady := func(n int, base time.Duration) []time.Duration {
+		s := make([]time.Duration, n)
+		for i := range s {
+			s[i] = base + time.Duration(i%100)*time.Microsecond
+		}
+		return s
+	}
+	var lispd, ref [][]time.Duration
+	for range 10 {
+		lispd, ref = append(lispd, steady(1000, 50*time.Microsecond)), append(ref, steady(1000, 50*time.Microsecond))
+	}
+	if got := compareTails(lispd, ref); got.pooled != 1 || got.medianTurn != 1 || len(got.turnRatios) != 10 {
+		t.Errorf("alike: %+v", got)
+	}
+	// In 3 of lispd's 10 turns, 5% of its requests wait 10 ms: 1.5% of
+	// all its samples.
+	for _, turn := range []int{1, 4, 7} {
+		for i := range 50 {
+			lispd[turn][i*20] = 10 * time.Millisecond
+		}
+	}
+	got := compareTails(lispd, ref)
+	if got.medianTurn != 1 || got.pooled < 50 || got.lispdTurnP99[4] != 10000 || got.refTurnP99[4] != 148 {
+		t.Errorf("delayed in 3 turns: pooled %v, median of the turns %v, turns' p99 %v and %v",
+			got.pooled, got.medianTurn, got.lispdTurnP99, got.refTurnP99)
+	}
+}

@@ -187,6 +187,12 @@ func runEchoServer(args []string, stdin io.Reader, stdout, stderr io.Writer) int
 		fmt.Fprintf(stderr, "amptcp bench echo-server: %v\n", err)
 		return 1
 	}
+	for _, c := range conns { // lispd's buffers: the two queue alike when their CPU is taken
+		if err := udpbatch.SetBuffers(c, udpbatch.ServerBuffer); err != nil {
+			fmt.Fprintf(stderr, "amptcp bench echo-server: %v\n", err)
+			return 1
+		}
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	go func() {

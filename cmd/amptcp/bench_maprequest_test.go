@@ -77,7 +77,8 @@ func TestBenchMapRequest(t *testing.T) {
 	reg := res.MapRegister
 	if res.Prefixes != prefixes || reg.Count != prefixes || reg.Accepted < uint64(prefixes) || reg.Accepted > uint64(prefixes+reg.Resent) ||
 		reg.Registered != prefixes || reg.PerSecond <= 0 || reg.TargetRatio != 0.8 ||
-		reg.ReferencePerSecond <= 0 || reg.NotifyBytes == 0 || reg.NotifyBytes != reg.ReferenceNotifyBytes {
+		reg.ReferencePerSecond <= 0 || reg.NotifyBytes == 0 || reg.NotifyBytes != reg.ReferenceNotifyBytes ||
+		reg.ServerCPU <= 0 || reg.ReferenceServerCPU <= 0 {
 		t.Errorf("map_register: %+v", reg)
 	}
 	req := res.MapRequest
@@ -101,6 +102,10 @@ func TestBenchMapRequest(t *testing.T) {
 	if lat.Rate != req.MaxPerSecond/2 || lat.TargetP99Ratio != 2 || lat.P99Ratio <= 0 || !turns(lat.TurnRatios) ||
 		!turns(req.TurnRatios) || len(reg.TurnRatios) != 10 {
 		t.Errorf("latency at %v, p99 ratio %v, target %v; want half of %v and 2", lat.Rate, lat.P99Ratio, lat.TargetP99Ratio, req.MaxPerSecond)
+	}
+	if lat.P99Ratio != lat.P99/lat.Reference.P99 || lat.MedianTurnRatio <= 0 || len(lat.TurnP99) != 10 || len(lat.Reference.TurnP99) != 10 {
+		t.Errorf("p99 ratio %v of %v and %v, median of the turns' %v, turns' p99 %v and %v", lat.P99Ratio, lat.P99, lat.Reference.P99,
+			lat.MedianTurnRatio, lat.TurnP99, lat.Reference.TurnP99)
 	}
 	if mem := res.Memory; mem.HeapBytesPerPrefix <= 0 || mem.RSSBytesPerPrefix <= 0 || mem.HeapAfter <= mem.HeapBefore {
 		t.Errorf("memory: %+v", mem)

@@ -130,7 +130,7 @@ keeps it for the next lispd; lispd stop stops for good in any case.
 	}
 	level := new(slog.LevelVar)
 	log := cfg.Log.LoggerAt(stderr, level)
-	opts := []daemon.Option{daemon.WithConfigFile(*cfgPath), daemon.WithLogLevel(level)}
+	opts := []daemon.Option{daemon.WithConfigFile(*cfgPath), daemon.WithLogLevel(level), daemon.WithCollectorTarget()}
 	if *cpus > 0 {
 		runtime.GOMAXPROCS(*cpus)
 		opts = append(opts, daemon.WithLoops(*cpus))

@@ -1,6 +1,8 @@
 package mapcache
 
 import (
+	"cmp"
+	"slices"
 	"sync/atomic"
 
 	"github.com/amptcp/amptcp/dataplane"
@@ -24,8 +26,13 @@ type holdStats struct {
 	held, released, eidFull, totalFull, negative, unresolved, invalid, releaseErrors atomic.Uint64
 }
 
-// heldOf is the held packets of one EID, in the order they came.
-type heldOf []dataplane.Held
+// heldOf is the held packets of one EID, in the order they came, and
+// when the first came (Cache.heldSeq): a reply that covers several EIDs
+// releases them in the order their first packets came, not in a map's.
+type heldOf struct {
+	first uint64
+	pkts  []dataplane.Held
+}
 
 // Hold holds a packet the ITR had no entry for, and asks for its EID's
 // mapping unless a request is in flight. A packet whose mapping was
@@ -38,13 +45,13 @@ func (c *Cache) Hold(h dataplane.Held) {
 	eid := mapping.HostEID(h.InstanceID, h.EID.Unmap())
 	c.mu.Lock()
 	if e, ok := c.entries.Lookup(eid.IID, eid.Prefix.Addr()); ok && e.action != dataplane.SendMapRequest {
-		c.settle(e.action, []heldOf{{h}})
+		c.settle(e.action, []heldOf{{pkts: []dataplane.Held{h}}})
 		c.mu.Unlock()
 		return
 	}
 	q := c.held[eid]
 	switch {
-	case len(q) >= c.holdPerEID:
+	case len(q.pkts) >= c.holdPerEID:
 		c.counter.hold.eidFull.Add(1)
 		c.mu.Unlock()
 		return
@@ -59,7 +66,11 @@ func (c *Cache) Hold(h dataplane.Held) {
 		c.mu.Unlock()
 		return
 	}
-	c.held[eid] = append(q, h)
+	if len(q.pkts) == 0 {
+		q.first, c.heldSeq = c.heldSeq, c.heldSeq+1
+	}
+	q.pkts = append(q.pkts, h)
+	c.held[eid] = q
 	c.heldTotal++
 	c.counter.hold.held.Add(1)
 	c.mu.Unlock()
@@ -76,9 +87,10 @@ func (c *Cache) heldUnder(key mapping.EID) []heldOf {
 		if eid.IID == key.IID && key.Prefix.Contains(eid.Prefix.Addr()) {
 			out = append(out, q)
 			delete(c.held, eid)
-			c.heldTotal -= len(q)
+			c.heldTotal -= len(q.pkts)
 		}
 	}
+	slices.SortFunc(out, func(a, b heldOf) int { return cmp.Compare(a.first, b.first) })
 	return out
 }
 
@@ -87,8 +99,8 @@ func (c *Cache) heldUnder(key mapping.EID) []heldOf {
 func (c *Cache) dropHeld(eid mapping.EID) {
 	if q, ok := c.held[eid]; ok {
 		delete(c.held, eid)
-		c.heldTotal -= len(q)
-		c.counter.hold.unresolved.Add(uint64(len(q)))
+		c.heldTotal -= len(q.pkts)
+		c.counter.hold.unresolved.Add(uint64(len(q.pkts)))
 	}
 }
 
@@ -98,7 +110,7 @@ func (c *Cache) dropHeld(eid mapping.EID) {
 func (c *Cache) settle(a dataplane.Action, held []heldOf) {
 	var pkts []dataplane.Held
 	for _, q := range held {
-		pkts = append(pkts, q...)
+		pkts = append(pkts, q.pkts...)
 	}
 	if len(pkts) == 0 {
 		return
@@ -129,7 +141,7 @@ func (c *Cache) installReleasing(e *entry) error {
 	e.action = final
 	if err != nil {
 		for _, q := range held { // their request is over
-			c.counter.hold.unresolved.Add(uint64(len(q)))
+			c.counter.hold.unresolved.Add(uint64(len(q.pkts)))
 		}
 		return err
 	}

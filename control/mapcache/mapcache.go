@@ -101,6 +101,7 @@ type Cache struct {
 	release               func([]dataplane.Held) error
 	held                  map[mapping.EID]heldOf // by destination (hold.go)
 	heldTotal             int
+	heldSeq               uint64 // counts the EIDs held for, for heldOf.first
 	holdPerEID, holdTotal int
 }
 

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"sync"
 	"testing"
+	"unsafe"
 
 	"github.com/amptcp/amptcp/control"
 	"github.com/amptcp/amptcp/lisp"
@@ -37,6 +38,8 @@ func TestConcurrentRegisters(t *testing.T) {
 	}
 	for round := range 2 {
 		var wg sync.WaitGroup
+		done := make(chan struct{})
+		readers := readWhileRegistering(t, s, loops*each, eid, done)
 		for l := range loops {
 			wg.Go(func() {
 				var out control.Outbox
@@ -50,8 +53,10 @@ func TestConcurrentRegisters(t *testing.T) {
 			})
 		}
 		wg.Wait()
+		close(done)
+		readers.Wait()
 		for i := range loops * each {
-			ans := s.Resolve(0, mapping.NewEID(0, netip.MustParsePrefix(eid(i))).Prefix.Addr())
+			ans := resolve(t, s, 0, mapping.NewEID(0, netip.MustParsePrefix(eid(i))).Prefix.Addr())
 			want := []lisp.Address{rloc(i, round)}
 			if round == 0 {
 				want = append(want, rloc(i+1, round))
@@ -74,5 +79,44 @@ func TestConcurrentRegisters(t *testing.T) {
 	after := s.Resolve(0, netip.MustParseAddr("10.8.0.1")).Record.Locators
 	if len(after) != 1 || &after[0] != &before[0] {
 		t.Errorf("a refresh replaced the locators %v with the same %v", before, after)
+	}
+}
+
+// readWhileRegistering answers Map-Requests for the n EIDs, as the
+// map-resolver's loops do while others register, until done: each
+// answer is one whole record of the EID asked for (the race detector
+// watches the slots' copies of the records).
+func readWhileRegistering(t *testing.T, s *Server, n int, eid func(int) string, done chan struct{}) *sync.WaitGroup {
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		var b []byte
+		for i := 0; ; i = (i + 1) % n {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			p := netip.MustParsePrefix(eid(i))
+			reply := lisp.MapReply{Nonce: 1}
+			b, _ = reply.AppendHeader(b[:0], 1)
+			b, ok := s.AppendMapping(b, 0, p.Addr())
+			if !ok {
+				continue // not registered yet
+			}
+			var got lisp.MapReply
+			if err := got.DecodeFromBytes(b); err != nil || len(got.Records) != 1 || got.Records[0].EID.IP() != p.Addr() {
+				t.Errorf("%s answered with %x (%v)", p, b, err)
+				return
+			}
+		}
+	})
+	return &wg
+}
+
+// A registration and its first ETR stay within the 512 bytes the runtime
+// allocates without a header (regBlock).
+func TestRegBlockSize(t *testing.T) {
+	if n := unsafe.Sizeof(regBlock{}); n > 512 {
+		t.Errorf("regBlock is %d bytes", n)
 	}
 }

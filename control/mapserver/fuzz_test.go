@@ -56,7 +56,8 @@ map-server:
 		// Every registration left has a pending timer, and no timer is
 		// left without its registration.
 		etrs := 0
-		for _, reg := range s.regs.All() {
+		for _, v := range s.regs.All() {
+			reg := v.reg
 			etrs += len(reg.ETRs)
 		}
 		if etrs != s.expiry.Len() {

@@ -26,8 +26,8 @@ func (s *Server) Push(eid mapping.EID, records []lisp.MapRecord, send control.Se
 	etrs := 0
 	now := s.now()
 	s.mu.Lock()
-	reg, ok := s.regs.Get(eid)
-	if ok {
+	if v, ok := s.regs.Get(eid); ok {
+		reg := v.reg
 		for _, e := range reg.ETRs {
 			if e.ProxyReply {
 				continue

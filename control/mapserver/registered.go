@@ -25,7 +25,8 @@ func (s *Server) Registered() []Registered {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	var out []Registered
-	for e, reg := range s.regs.All() {
+	for e, v := range s.regs.All() {
+		reg := v.reg
 		for _, etr := range reg.ETRs {
 			r := Registered{Site: reg.Site.Name, EID: e, Source: etr.Source, XTRID: etr.XTRID}
 			for _, l := range etr.Record.Locators {

@@ -27,19 +27,41 @@ type Registration struct {
 	Record lisp.MapRecord
 	// Proxy: an ETR asked the map-server to reply for it (the P bit) and
 	// the site allows it.
-	Proxy bool
-	spare *ETR // room for the first ETR, allocated with the registration
+	Proxy    bool
+	roomUsed bool
+	spare    *ETR // room for the first ETR, allocated with the registration
 	// wire is Record encoded, which proxy replies copy rather than encode
 	// it. Readers copy it after the lock is released, so it is never
 	// changed in place: it is first encoded into room, then into a new
 	// slice each time Record changes.
-	wire     []byte
-	room     [40]byte
-	roomUsed bool
+	wire []byte
+	room [40]byte
+}
+
+// regSlot is what the server's index keeps for a registered prefix:
+// the registration and, so that answering a Map-Request reads no more
+// than the index's slot, whether the map-server replies for it and the
+// record it replies with, when it is small (one IPv4 RLOC for an IPv4
+// EID-prefix). 40 bytes, which make the index's slot 64.
+type regSlot struct {
+	reg   *Registration
+	proxy bool
+	n     uint8 // bytes of wire; 0: the record is in reg.wire
+	wire  [30]byte
+}
+
+// update copies what a proxy reply needs from the registration.
+func (v *regSlot) update(r *Registration) {
+	v.proxy, v.n = r.Proxy, 0
+	if len(r.wire) <= len(v.wire) {
+		v.n = uint8(copy(v.wire[:], r.wire))
+	}
 }
 
 // regBlock is a registration with its first ETR, allocated at once: most
-// prefixes are registered by one ETR.
+// prefixes are registered by one ETR. Its 512 bytes are the most that the
+// runtime allocates without a header, and whose pointers the garbage
+// collector marks span by span: a field more costs every registration.
 type regBlock struct {
 	reg   Registration
 	first ETR
@@ -94,16 +116,16 @@ type ETR struct {
 	Record       lisp.MapRecord
 	ProxyReply   bool // P
 	Merge        bool // a
+	WantedNotify bool // M, in its last Map-Register
 	KeyID        uint8
+	alg          lisp.AuthAlgorithm // of the key it registered with
 	First, Last  time.Time
 	Expires      time.Time
 	Registers    uint64 // Map-Registers accepted for this prefix from this ETR
-	WantedNotify bool   // M, in its last Map-Register
 
-	alg    lisp.AuthAlgorithm // of the key it registered with
-	notify *pendingNotify     // an unsolicited Map-Notify it has not acknowledged
-	push   []*pendingNotify   // the te role's sets it has not acknowledged
-	reg    *Registration      // for the expiry queue
+	notify *pendingNotify   // an unsolicited Map-Notify it has not acknowledged
+	push   []*pendingNotify // the te role's sets it has not acknowledged
+	reg    *Registration    // for the expiry queue
 	deadlines.Slot
 }
 

@@ -70,7 +70,7 @@ func (h *replayHarness) send(b []byte, src netip.AddrPort) Reason {
 
 // rlocs are the locators registered for 10.1.0.0/16.
 func (h *replayHarness) rlocs() string {
-	ans := h.s.Resolve(0, netip.MustParseAddr("10.1.0.1"))
+	ans := resolve(h.t, h.s, 0, netip.MustParseAddr("10.1.0.1"))
 	var got []string
 	for _, l := range ans.Record.Locators {
 		got = append(got, l.Address.String())

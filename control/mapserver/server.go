@@ -32,7 +32,7 @@ type Server struct {
 	sitePrefixes *mapping.Table[*SitePrefix] // read-only after New
 
 	mu        sync.RWMutex
-	regs      *mapping.Table[*Registration]
+	regs      *mapping.Index[regSlot]
 	expiry    deadlines.Queue[*ETR]
 	replay    replayGuard
 	notifying map[uint64]*pendingNotify // unsolicited Map-Notifies awaiting their ack, by nonce
@@ -59,7 +59,7 @@ func New(cfg *config.MapServer, log *slog.Logger) (*Server, error) {
 		proxyTTL:     uint32(cfg.ProxyReplyTTL.Minutes()),
 		sites:        sites,
 		sitePrefixes: table,
-		regs:         mapping.NewTable[*Registration](),
+		regs:         mapping.NewIndex[regSlot](),
 		replay:       newReplayGuard(cfg.ReplayWindow.Duration, time.Now()),
 		notifying:    map[uint64]*pendingNotify{},
 	}, nil
@@ -77,7 +77,8 @@ func (s *Server) SetClock(now func() time.Time) {
 func (s *Server) Resolve(iid uint32, eid netip.Addr) mapping.Answer {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	if reg, ok := s.regs.Lookup(iid, eid); ok {
+	if v, ok := s.regs.LookupValue(iid, eid); ok {
+		reg := v.reg
 		if reg.Proxy {
 			return mapping.Answer{Kind: mapping.Mapping, EID: reg.EID, Record: reg.Record, Wire: reg.wire}
 		}
@@ -87,6 +88,55 @@ func (s *Server) Resolve(iid uint32, eid netip.Addr) mapping.Answer {
 		return mapping.Answer{Kind: mapping.Unregistered, EID: s.regs.Gap(site, eid)}
 	}
 	return mapping.Answer{Kind: mapping.NotFound, EID: s.sitePrefixes.Gap(wholeSpace(iid, eid), eid)}
+}
+
+// Len is the number of registered EID-prefixes.
+func (s *Server) Len() int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.regs.Len()
+}
+
+// AppendMapping appends the record of eid's proxy Map-Reply to b and
+// returns true, when the map-server replies for eid's ETRs
+// (mapping.WireDatabase): the map-resolver's path for most Map-Requests,
+// which reads the index's slot and not the registration.
+func (s *Server) AppendMapping(b []byte, iid uint32, eid netip.Addr) ([]byte, bool) {
+	s.mu.RLock()
+	v, ok := s.regs.LookupValue(iid, eid)
+	switch {
+	case !ok || !v.proxy:
+		ok = false
+	case v.n > 0:
+		b = append(b, v.wire[:v.n]...)
+	case v.reg.wire != nil:
+		b = append(b, v.reg.wire...)
+	default:
+		ok = false
+	}
+	s.mu.RUnlock()
+	return b, ok
+}
+
+// Prefetch reads ahead, under one read lock, what AppendMapping reads
+// for each query (mapping.Index.Prefetch): lispd's loops call it on a
+// batch of Map-Requests before answering them one by one. What it
+// returns depends on what it read; keeping it keeps the reads.
+func (s *Server) Prefetch(qs []mapping.Query) uint32 {
+	s.mu.RLock()
+	sum := s.regs.Prefetch(qs)
+	s.mu.RUnlock()
+	return sum
+}
+
+// PrefetchRegisters reads ahead, under one read lock, what registering
+// the EID-prefixes will read of the index (mapping.Index.PrefetchUpserts),
+// as Prefetch does for Map-Requests.
+func (s *Server) PrefetchRegisters(es []mapping.EID) uint32 {
+	s.mu.RLock()
+	sum := s.regs.PrefetchUpserts(es)
+	s.mu.RUnlock()
+	return sum
 }
 
 // wholeSpace is the prefix of every address of a's family in iid.
@@ -186,7 +236,8 @@ func (s *Server) apply(site *Site, m *lisp.MapRegister, eids []mapping.EID, src 
 	}
 	for i, rec := range m.Records {
 		if rec.TTL == 0 { // de-registration
-			if reg, ok := s.regs.Get(eids[i]); ok {
+			if v, ok := s.regs.Get(eids[i]); ok {
+				reg := v.reg
 				before := reg.Record.Locators
 				s.drop(reg, reg.keep(func(e *ETR) bool { return e.identity() != id }))
 				if len(reg.ETRs) > 0 && !sameLocators(before, reg.Record.Locators) {
@@ -195,7 +246,11 @@ func (s *Server) apply(site *Site, m *lisp.MapRegister, eids []mapping.EID, src 
 			}
 			continue
 		}
-		reg, created := s.regs.Upsert(eids[i], func() *Registration { return newRegistration(eids[i], site) })
+		v, created := s.regs.Upsert(eids[i])
+		if created {
+			v.reg = newRegistration(eids[i], site)
+		}
+		reg := v.reg
 		before := reg.Record.Locators
 		etr := reg.find(id)
 		if etr == nil {
@@ -214,6 +269,7 @@ func (s *Server) apply(site *Site, m *lisp.MapRegister, eids []mapping.EID, src 
 		// replaces only its own part among the ETRs that merge.
 		s.drop(reg, reg.keep(func(e *ETR) bool { return e == etr || (etr.Merge && e.Merge) }))
 		reg.merge(s.proxyTTL, &s.scratch)
+		v.update(reg)
 		s.expiry.Schedule(etr)
 		if !sameLocators(before, reg.Record.Locators) {
 			s.notifyMerged(reg, etr, now, out)
@@ -238,6 +294,9 @@ func (s *Server) drop(reg *Registration, gone []*ETR) {
 	}
 	if len(gone) > 0 {
 		reg.merge(s.proxyTTL, &s.scratch)
+		if v, ok := s.regs.Get(reg.EID); ok {
+			v.update(reg)
+		}
 	}
 }
 

@@ -95,6 +95,25 @@ func checkWire(t *testing.T, ans mapping.Answer) bool {
 	return true
 }
 
+// resolve is s.Resolve, checking that AppendMapping, the map-resolver's
+// path for most Map-Requests, agrees with it: the record of a mapping
+// appended, and nothing for any other answer.
+func resolve(t *testing.T, s *Server, iid uint32, eid netip.Addr) mapping.Answer {
+	t.Helper()
+	ans := s.Resolve(iid, eid)
+	head := []byte("head")
+	b, ok := s.AppendMapping(head[:len(head):len(head)], iid, eid)
+	switch {
+	case ok != (ans.Kind == mapping.Mapping):
+		t.Errorf("AppendMapping([%d]%s) = %v for a %s answer", iid, eid, ok, ans.Kind)
+	case ok && !bytes.Equal(b, append([]byte("head"), ans.Wire...)):
+		t.Errorf("AppendMapping([%d]%s) = %x, the answer's record is %x", iid, eid, b, ans.Wire)
+	case !ok && !bytes.Equal(b, head):
+		t.Errorf("AppendMapping([%d]%s) appended %x for a %s answer", iid, eid, b, ans.Kind)
+	}
+	return ans
+}
+
 func register(t *testing.T, m *lisp.MapRegister, key string) []byte {
 	t.Helper()
 	if m.Nonce == 0 && testClock != nil {
@@ -146,7 +165,7 @@ func TestRegisterNotifyAndProxyReply(t *testing.T) {
 	}
 	// A proxy answer carries the registered locators, the path as a bare
 	// ELP, with the proxy TTL and A clear.
-	ans := s.Resolve(0, netip.MustParseAddr("10.1.2.3"))
+	ans := resolve(t, s, 0, netip.MustParseAddr("10.1.2.3"))
 	if ans.Kind != mapping.Mapping || ans.EID.String() != "10.1.0.0/16" || !checkWire(t, ans) {
 		t.Fatalf("Resolve = %+v", ans)
 	}
@@ -184,7 +203,7 @@ func TestProxyRepliesSendBareELPs(t *testing.T) {
 				s.HandleRegister(register(t, &lisp.MapRegister{ProxyReply: true, MergeRequest: true,
 					Records: []lisp.MapRecord{record("10.1.0.0/16", a)}}, "key-a"), []netip.AddrPort{etr1, etr2}[i], &out)
 			}
-			ans := s.Resolve(0, netip.MustParseAddr("10.1.2.3"))
+			ans := resolve(t, s, 0, netip.MustParseAddr("10.1.2.3"))
 			if ans.Kind != mapping.Mapping || len(ans.Record.Locators) != 1 {
 				t.Fatalf("Resolve = %+v", ans)
 			}
@@ -209,7 +228,7 @@ func TestForwardWithoutProxyReply(t *testing.T) {
 	s.HandleRegister(register(t, &lisp.MapRegister{Records: []lisp.MapRecord{
 		record("10.1.0.0/16", lisp.MustParseAddress("192.0.2.1")),
 	}}, "key-a"), etr1, &out)
-	if ans := s.Resolve(0, netip.MustParseAddr("10.1.9.9")); ans.Kind != mapping.Forward || ans.ETR != etr1.Addr() {
+	if ans := resolve(t, s, 0, netip.MustParseAddr("10.1.9.9")); ans.Kind != mapping.Forward || ans.ETR != etr1.Addr() {
 		t.Errorf("Resolve = %+v, want forward to %s", ans, etr1.Addr())
 	}
 	if out.Len() != 0 {
@@ -219,7 +238,7 @@ func TestForwardWithoutProxyReply(t *testing.T) {
 	s.HandleRegister(register(t, &lisp.MapRegister{ProxyReply: true, Records: []lisp.MapRecord{
 		record("2001:db8:b::/48", lisp.MustParseAddress("2001:db8::1")),
 	}}, "key-b"), etr2, &out)
-	if ans := s.Resolve(0, netip.MustParseAddr("2001:db8:b::1")); ans.Kind != mapping.Forward {
+	if ans := resolve(t, s, 0, netip.MustParseAddr("2001:db8:b::1")); ans.Kind != mapping.Forward {
 		t.Errorf("site without proxy replies: Resolve = %+v", ans)
 	}
 }
@@ -300,12 +319,12 @@ func TestMoreSpecificsAndSHA1(t *testing.T) {
 	m := &lisp.MapRegister{Auth: lisp.Auth{KeyID: 1, Algorithm: lisp.AuthHMACSHA1}, ProxyReply: true,
 		Records: []lisp.MapRecord{record("10.9.1.0/24", lisp.MustParseAddress("192.0.2.1"))}}
 	s.HandleRegister(register(t, m, "key-a-sha1"), etr1, &out)
-	if ans := s.Resolve(0, netip.MustParseAddr("10.9.1.1")); ans.Kind != mapping.Mapping || ans.EID.String() != "10.9.1.0/24" {
+	if ans := resolve(t, s, 0, netip.MustParseAddr("10.9.1.1")); ans.Kind != mapping.Mapping || ans.EID.String() != "10.9.1.0/24" {
 		t.Fatalf("more-specific under an accept-more-specifics prefix: %+v", ans)
 	}
 	// Elsewhere in that prefix: unregistered, and the negative prefix
 	// stays clear of the registered /24.
-	if ans := s.Resolve(0, netip.MustParseAddr("10.9.2.1")); ans.Kind != mapping.Unregistered || ans.EID.String() != "10.9.2.0/23" {
+	if ans := resolve(t, s, 0, netip.MustParseAddr("10.9.2.1")); ans.Kind != mapping.Unregistered || ans.EID.String() != "10.9.2.0/23" {
 		t.Errorf("unregistered part of a site: %+v", ans)
 	}
 }
@@ -324,7 +343,7 @@ func TestNegativeAnswers(t *testing.T) {
 		{7, "10.1.2.3", mapping.NotFound, "[7]0.0.0.0/0"},         // nothing in instance 7
 		{0, "2001:db8:a::1", mapping.NotFound, "2001:db8:a::/48"}, // next to 2001:db8:b::/48
 	} {
-		ans := s.Resolve(tc.iid, netip.MustParseAddr(tc.eid))
+		ans := resolve(t, s, tc.iid, netip.MustParseAddr(tc.eid))
 		if ans.Kind != tc.kind || ans.EID.String() != tc.neg {
 			t.Errorf("Resolve([%d]%s) = %s %s, want %s %s", tc.iid, tc.eid, ans.Kind, ans.EID, tc.kind, tc.neg)
 		}
@@ -346,7 +365,7 @@ func TestMergeAndReplace(t *testing.T) {
 		}, "key-a"), src, &out)
 	}
 	rlocs := func() []string {
-		ans := s.Resolve(0, netip.MustParseAddr("10.1.0.1"))
+		ans := resolve(t, s, 0, netip.MustParseAddr("10.1.0.1"))
 		checkWire(t, ans)
 		var got []string
 		for _, l := range ans.Record.Locators {
@@ -395,7 +414,7 @@ func TestExpiry(t *testing.T) {
 	if n := s.Expire(); n != 1 {
 		t.Fatalf("at 5m01 Expire dropped %d, want ETR 1", n)
 	}
-	if ans := s.Resolve(0, netip.MustParseAddr("10.1.0.1")); len(ans.Record.Locators) != 1 ||
+	if ans := resolve(t, s, 0, netip.MustParseAddr("10.1.0.1")); len(ans.Record.Locators) != 1 ||
 		ans.Record.Locators[0].Address.IP() != etr2.Addr() || !checkWire(t, ans) {
 		t.Fatalf("after ETR 1 expired: %+v", ans)
 	}
@@ -403,7 +422,7 @@ func TestExpiry(t *testing.T) {
 	if n := s.Expire(); n != 1 {
 		t.Fatalf("at 10m01 Expire dropped %d, want ETR 2", n)
 	}
-	if ans := s.Resolve(0, netip.MustParseAddr("10.1.0.1")); ans.Kind != mapping.Unregistered {
+	if ans := resolve(t, s, 0, netip.MustParseAddr("10.1.0.1")); ans.Kind != mapping.Unregistered {
 		t.Fatalf("after every ETR expired: %+v", ans)
 	}
 	if c := s.Counters(); c.Expired != 2 || c.Registrations != 0 || s.expiry.Len() != 0 {

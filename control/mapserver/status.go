@@ -63,7 +63,8 @@ type NotifyStatus struct {
 func (s *Server) Status() Status {
 	bySite := map[*Site][]RegistrationStatus{}
 	s.mu.RLock()
-	for e, reg := range s.regs.All() {
+	for e, v := range s.regs.All() {
+		reg := v.reg
 		rs := RegistrationStatus{EID: e.String(), Proxy: reg.Proxy}
 		for _, l := range reg.Record.Locators {
 			rs.Locators = append(rs.Locators, LocatorStatus{

@@ -27,7 +27,8 @@ const Port = 4342
 // Resolver is the map-resolver. It is safe for concurrent use.
 type Resolver struct {
 	db              mapping.Database
-	negativeTTL     uint32 // minutes
+	wire            mapping.WireDatabase // db, when it is one
+	negativeTTL     uint32               // minutes
 	unregisteredTTL uint32
 	limit           *limiter     // nil: no rate limit
 	ddt             *ddtResolver // nil: no DDT
@@ -71,6 +72,7 @@ func New(cfg *config.MapResolver, db mapping.Database, log *slog.Logger, opts ..
 		unregisteredTTL: minutes(cfg.UnregisteredTTL.Duration),
 		log:             log.With("component", "map-resolver"),
 	}
+	r.wire, _ = db.(mapping.WireDatabase)
 	if rl := cfg.RateLimit; rl != nil && rl.PerSecond > 0 {
 		r.limit = newLimiter(rl.PerSecond, rl.Burst)
 	}
@@ -106,6 +108,9 @@ func (r *Resolver) HandleECM(raw []byte, ecm *lisp.ECM, src netip.AddrPort, out 
 		return
 	}
 	replyTo := netip.AddrPortFrom(itr, ecm.Source.Port())
+	if r.wire != nil && r.engineer == nil && len(req.Records) == 1 && r.answerMapping(req, replyTo, out) {
+		return
+	}
 
 	var room [4]mapping.Answer // the usual request asks for one EID
 	answers := room[:0]
@@ -170,6 +175,28 @@ func (r *Resolver) HandleECM(raw []byte, ecm *lisp.ECM, src netip.AddrPort, out 
 	}
 	out.Commit(replyTo, b)
 	r.counter.replies.Add(1)
+}
+
+// answerMapping answers the usual Map-Request, for one EID that has a
+// mapping, with the record the database keeps encoded, and reports
+// whether it did: the path of most requests, which builds no Answer.
+func (r *Resolver) answerMapping(req *lisp.MapRequest, replyTo netip.AddrPort, out *control.Outbox) bool {
+	iid, eid, ok := control.EIDOf(req.Records[0].EID)
+	if !ok {
+		return false
+	}
+	reply := lisp.MapReply{Nonce: req.Nonce}
+	b, err := reply.AppendHeader(out.Begin(), 1)
+	if err != nil {
+		return false
+	}
+	if b, ok = r.wire.AppendMapping(b, iid, eid); !ok {
+		return false
+	}
+	out.Commit(replyTo, b)
+	r.counter.mappings.Add(1)
+	r.counter.replies.Add(1)
+	return true
 }
 
 // negative is the record of a negative Map-Reply: the prefix the answer

@@ -3,10 +3,7 @@
 // registrations and the map-cache's entries expire by.
 package deadlines
 
-import (
-	"container/heap"
-	"time"
-)
+import "time"
 
 // Slot is where a Queue keeps an item's place; an item embeds one. Its
 // zero value is "not queued".
@@ -22,8 +19,23 @@ type Item interface {
 }
 
 // Queue orders items by Due, the earliest first. An item is in it at
-// most once.
+// most once. It keeps each item's due time beside it, so that ordering
+// them reads no item: among a million registrations, each item read is a
+// cache miss.
 type Queue[T Item] struct{ h items[T] }
+
+// entry is a queued item and its due time, as the time since epoch
+// (monotonic when both have a monotonic reading, as time.Time.Before
+// compares them).
+type entry[T Item] struct {
+	due  time.Duration
+	item T
+}
+
+// epoch is what due times are kept relative to.
+var epoch = time.Now()
+
+func entryOf[T Item](x T) entry[T] { return entry[T]{x.Due().Sub(epoch), x} }
 
 // Len is the number of items queued.
 func (q *Queue[T]) Len() int { return len(q.h) }
@@ -31,16 +43,17 @@ func (q *Queue[T]) Len() int { return len(q.h) }
 // Schedule queues x, or moves it to its new due time if it is queued.
 func (q *Queue[T]) Schedule(x T) {
 	if pos := x.slot().pos; pos > 0 {
-		heap.Fix(&q.h, pos-1)
+		q.h[pos-1].due = x.Due().Sub(epoch)
+		q.h.fix(pos - 1)
 		return
 	}
-	heap.Push(&q.h, x)
+	q.h.push(entryOf(x))
 }
 
 // Remove takes x out of the queue, if it is in it.
 func (q *Queue[T]) Remove(x T) {
 	if pos := x.slot().pos; pos > 0 {
-		heap.Remove(&q.h, pos-1)
+		q.h.remove(pos - 1)
 	}
 }
 
@@ -50,39 +63,83 @@ func (q *Queue[T]) First() (x T, ok bool) {
 	if len(q.h) == 0 {
 		return x, false
 	}
-	return q.h[0], true
+	return q.h[0].item, true
 }
 
 // Due takes out and returns the first item if it is due at now.
 func (q *Queue[T]) Due(now time.Time) (x T, ok bool) {
-	if len(q.h) == 0 || q.h[0].Due().After(now) {
+	if len(q.h) == 0 || q.h[0].item.Due().After(now) {
 		return x, false
 	}
-	return heap.Pop(&q.h).(T), true
+	return q.h.remove(0).item, true
 }
 
-// items is the heap.Interface of a Queue.
-type items[T Item] []T
+// items is the heap of a Queue: entry i's children are 2i+1 and 2i+2.
+type items[T Item] []entry[T]
 
-func (h items[T]) Len() int           { return len(h) }
-func (h items[T]) Less(i, j int) bool { return h[i].Due().Before(h[j].Due()) }
-func (h items[T]) Swap(i, j int) {
+func (h items[T]) less(i, j int) bool { return h[i].due < h[j].due }
+
+func (h items[T]) swap(i, j int) {
 	h[i], h[j] = h[j], h[i]
-	h[i].slot().pos, h[j].slot().pos = i+1, j+1
+	h[i].item.slot().pos, h[j].item.slot().pos = i+1, j+1
 }
 
-func (h *items[T]) Push(x any) {
-	it := x.(T)
-	it.slot().pos = len(*h) + 1
-	*h = append(*h, it)
+func (h *items[T]) push(e entry[T]) {
+	e.item.slot().pos = len(*h) + 1
+	*h = append(*h, e)
+	h.up(len(*h) - 1)
 }
 
-func (h *items[T]) Pop() any {
-	old := *h
-	it := old[len(old)-1]
-	var zero T
-	old[len(old)-1] = zero
-	it.slot().pos = 0
-	*h = old[:len(old)-1]
-	return it
+// remove takes out entry i and returns it.
+func (h *items[T]) remove(i int) entry[T] {
+	n := len(*h) - 1
+	if i != n {
+		h.swap(i, n)
+	}
+	e := (*h)[n]
+	(*h)[n] = entry[T]{}
+	*h = (*h)[:n]
+	if i != n {
+		h.fix(i)
+	}
+	e.item.slot().pos = 0
+	return e
+}
+
+// fix restores the order after entry i's due time changed.
+func (h items[T]) fix(i int) {
+	if !h.down(i) {
+		h.up(i)
+	}
+}
+
+func (h items[T]) up(i int) {
+	for i > 0 {
+		parent := (i - 1) / 2
+		if !h.less(i, parent) {
+			return
+		}
+		h.swap(i, parent)
+		i = parent
+	}
+}
+
+// down moves entry i down and reports whether it moved.
+func (h items[T]) down(i int) bool {
+	start := i
+	for {
+		child := 2*i + 1
+		if child >= len(h) || child < 0 {
+			break
+		}
+		if right := child + 1; right < len(h) && h.less(right, child) {
+			child = right
+		}
+		if !h.less(child, i) {
+			break
+		}
+		h.swap(i, child)
+		i = child
+	}
+	return i > start
 }

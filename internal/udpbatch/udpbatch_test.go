@@ -8,6 +8,8 @@ import (
 	"net/netip"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 func listen(t *testing.T, addr string, spin time.Duration) (*net.UDPConn, *Conn) {
@@ -152,5 +154,35 @@ func TestSpinsOnlyWhenBusy(t *testing.T) {
 		if want := tc.got >= 2; cb.busy() != want {
 			t.Errorf("after a read of %d: busy %v, want %v", n, cb.busy(), want)
 		}
+	}
+}
+
+// SetBuffers gives a socket read otherwise (the bench's reference server)
+// the buffers it gives a Conn's: as root beyond net.core's limits, else
+// up to them.
+func TestSetBuffers(t *testing.T) {
+	u, c := listen(t, "127.0.0.1:0", 0)
+	v, _ := listen(t, "127.0.0.1:0", 0)
+	if err := c.SetBuffers(ServerBuffer); err != nil {
+		t.Fatal(err)
+	}
+	if err := SetBuffers(v, ServerBuffer); err != nil {
+		t.Fatal(err)
+	}
+	size := func(u *net.UDPConn) (rcv, snd int) {
+		raw, err := u.SyscallConn()
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw.Control(func(fd uintptr) {
+			rcv, _ = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF)
+			snd, _ = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUF)
+		})
+		return rcv, snd
+	}
+	cr, cs := size(u)
+	vr, vs := size(v)
+	if cr != vr || cs != vs || cr == 0 {
+		t.Errorf("buffers %d and %d through a Conn, %d and %d without", cr, cs, vr, vs)
 	}
 }
