@@ -7,24 +7,40 @@ import (
 	"github.com/amptcp/amptcp/lab/topo"
 )
 
-// TestTEHoLScenarios loads the head-of-line A/B of docs/te.md: the same
-// overlay and upload, rule 1 on in one and off in the other.
-func TestTEHoLScenarios(t *testing.T) {
-	for file, factor := range map[string]float64{"te-hol.yaml": 1.5, "te-hol-all.yaml": 0} {
+// TestTEHoLSweepRegimes loads the head-of-line sweep's other scenarios:
+// rule 2 (the capacity model) in place of rule 1, and the three on hosts
+// whose TCP buffers are 1 MiB, with rule 2 told so.
+func TestTEHoLSweepRegimes(t *testing.T) {
+	for file, want := range map[string]struct {
+		factor  float64
+		window  string // rule 2's receive window, "" when the capacities are not given
+		buffers string
+	}{
+		"te-hol-sweep-capacity.yaml":    {0, "6MiB", ""},
+		"te-hol-sweep-1m.yaml":          {1.5, "", "1MiB"},
+		"te-hol-sweep-subsets-1m.yaml":  {0, "", "1MiB"},
+		"te-hol-sweep-capacity-1m.yaml": {0, "1MiB", "1MiB"},
+	} {
 		s, err := Load("../../docs/scenarios/" + file)
 		if err != nil {
 			t.Fatalf("%s: %v", file, err)
 		}
 		runs := s.Runs()
-		if len(runs) != 3 {
-			t.Errorf("%s: %d runs", file, len(runs))
-		}
-		p, err := topo.Compile(s.TopologyFor(runs[0].Variant), t.TempDir())
+		top := s.TopologyFor(runs[0].Variant)
+		p, err := topo.Compile(top, t.TempDir())
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := *p.Node("ms").Lispd.TE.HeadOfLine.RTTFactor; got != factor {
-			t.Errorf("%s: rtt-factor %v, want %v", file, got, factor)
+		hol := p.Node("ms").Lispd.TE.HeadOfLine
+		rule2 := len(hol.Capacities) == 8
+		if *hol.RTTFactor != want.factor || rule2 != (want.window != "") || rule2 && hol.ReceiveWindow != want.window {
+			t.Errorf("%s: head-of-line %+v", file, hol)
+		}
+		if want.factor == 0 && (hol.MaxSpread == nil || hol.MaxSpread.Duration != 0) {
+			t.Errorf("%s: rule 1's spread bound %v, want it off", file, hol.MaxSpread)
+		}
+		if top.Hosts.TCPBuffers != want.buffers {
+			t.Errorf("%s: hosts' buffers %q, want %q", file, top.Hosts.TCPBuffers, want.buffers)
 		}
 	}
 }
