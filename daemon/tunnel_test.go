@@ -310,9 +310,15 @@ func TestXTRRegistersAndResolves(t *testing.T) {
 	e := dpA.waitEntry(t, "10.64.1.0/24", "the entry for B's site", func(e dataplane.Entry) bool {
 		return e.Action == dataplane.Encapsulate
 	})
-	dpA.mu.Lock()
-	released := slices.Clone(dpA.released)
-	dpA.mu.Unlock()
+	// The second packet may reach the map-cache after the entry is in:
+	// wait for it rather than read the list at once.
+	var released []releasedPacket
+	waitFor(t, "both packets released", func() bool {
+		dpA.mu.Lock()
+		defer dpA.mu.Unlock()
+		released = slices.Clone(dpA.released)
+		return len(released) >= 2
+	})
 	if len(released) != 2 || released[0].action != dataplane.Hold ||
 		(released[1].action != dataplane.Hold && released[1].action != dataplane.Encapsulate) {
 		t.Fatalf("released %+v, want both packets, the first held while the entry was hold", released)
