@@ -342,25 +342,46 @@ func TestTEPaperOverlay(t *testing.T) {
 		})
 		t.Logf("the subflow moved: %v (%s after the failure)", moved, time.Since(failed).Round(10*time.Millisecond))
 		if err := <-done; err != nil {
-			t.Errorf("the transfer across the failure: %v", err)
+			t.Errorf("the transfer across the failure: %v (MPTCP counters: client%s; server%s)", err, mptcpCounters(client), mptcpCounters(server))
 		}
-		waitUntil(t, "the set without "+rtr, 30*time.Second, func() bool {
-			p, _ := pairOf(nodeStatus(t, st, "ms").TE, "a", "b")
-			return p.Changes == changes+1
-		})
-		time.Sleep(5 * time.Second) // 10 collections, a computation
-		p, _ := pairOf(nodeStatus(t, st, "ms").TE, "a", "b")
-		if p.Changes != changes+1 || !strings.Contains(p.Reason, rtr) || len(p.ELPs) != 2 {
-			t.Errorf("pair a -> b after %s failed: %+v", rtr, p)
-		}
-		var want []string
+		// The set changes once, for the failure, naming the RTR, and keeps
+		// the two others. On a busy machine a probe answered late can
+		// take another RTR out for a while (an ELP out and back): what
+		// must hold then is the set it settles on.
+		var others, want []string
 		for _, r := range []string{"r1", "r2", "r3"} {
 			if r != rtr {
-				want = append(want, r+">xd")
+				others, want = append(others, r), append(want, r+">xd")
 			}
 		}
-		if got := elps(askAs(t, st, plan, "client", "10.2.0.2"), plan); !slices.Equal(got, want) {
-			t.Errorf("the client's site gets %v after %s failed, want %v", got, rtr, want)
+		rtrsOf := func(p pce.PairStatus) []string {
+			var out []string
+			for _, e := range p.ELPs {
+				out = append(out, e.Nodes[1:len(e.Nodes)-1]...)
+			}
+			slices.Sort(out)
+			return out
+		}
+		var p pce.PairStatus
+		for deadline := time.Now().Add(60 * time.Second); p.Changes <= changes || !slices.Equal(rtrsOf(p), others); time.Sleep(100 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the set is not %v a minute after %s failed: %+v", others, rtr, p)
+			}
+			p, _ = pairOf(nodeStatus(t, st, "ms").TE, "a", "b")
+		}
+		if p.Changes == changes+1 && !strings.Contains(p.Reason, rtr) {
+			t.Errorf("pair a -> b changed for %q, not for %s", p.Reason, rtr)
+		} else if p.Changes > changes+1 {
+			t.Logf("the set changed %d times after %s failed, the last for %q", p.Changes-changes, rtr, p.Reason)
+		}
+		// The map-resolver answers with the set (the client's site is
+		// solicited when it changes).
+		var got []string
+		for deadline := time.Now().Add(30 * time.Second); !slices.Equal(got, want); time.Sleep(500 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the client's site gets %v after %s failed, want %v", got, rtr, want)
+			}
+			got = elps(askAs(t, st, plan, "client", "10.2.0.2"), plan)
 		}
 	})
 }
