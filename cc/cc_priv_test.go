@@ -396,18 +396,23 @@ func TestSYNTimeout(t *testing.T) {
 	defer r.Close()
 	p := bottleneck(20*mbit, 10*time.Millisecond, 1)
 	rg := newRig(t, []linkemu.Params{p, p}, []int{0, 1}, 2)
-	for _, down := range rg.bottlenecks { // the first subflow's SYN, then the join's
+	for i, down := range rg.bottlenecks { // the first subflow's SYN, then the join's
 		if err := down.SetDown(linkemu.AToB, true); err != nil {
 			t.Fatal(err)
 		}
 		time.AfterFunc(1500*time.Millisecond, func() { down.SetDown(linkemu.AToB, false) })
 		f := rg.startPaced("syn", BALIA, 1)
-		if !waitFor(10*time.Second, func() bool {
+		// Coupled from the SYN's timeout on, and initialised once
+		// established: the flow stops only when both subflows are, or
+		// a join still in its handshake would never see init.
+		if !waitFor(20*time.Second, func() bool {
 			cs, err := r.Connections()
-			return err == nil && len(cs) == 1 && len(cs[0].Subflows) == 2
+			c, cerr := r.Counters()
+			return err == nil && cerr == nil && len(cs) == 1 && len(cs[0].Subflows) == 2 && c.Subflows == uint64(2*(i+1))
 		}) {
 			cs, _ := r.Connections()
-			t.Fatalf("connection not coupled with its 2 subflows after a lost SYN: %+v", cs)
+			c, _ := r.Counters()
+			t.Fatalf("connection not coupled with its 2 subflows, both initialised, after a lost SYN: %+v, counters %+v", cs, c)
 		}
 		f.stop()
 		rg.waitGone()
