@@ -132,6 +132,15 @@ func TestDocExperiment(t *testing.T) {
 				}
 			}
 		}
+		// The run keeps the hosts' MPTCP counters: the MPTCP variant's
+		// client sent MP_CAPABLE SYNs.
+		var syns uint64
+		for _, c := range r.MPTCPCounters {
+			syns += c["MPCapableSYNTX"]
+		}
+		if r.Variant["pm"] != "tcp" && syns == 0 {
+			t.Errorf("run %s (%s): the hosts' MPTCP counters %v", r.ID, v, r.MPTCPCounters)
+		}
 	}
 	t.Logf("took %v", time.Since(start).Round(time.Second))
 }
@@ -176,7 +185,7 @@ func flowResults(t *testing.T, r *results.Run, f traffic.Flow, recs []traffic.Re
 			return nil
 		}
 		if f.Kind != traffic.Background && (rec.Protocol != f.Protocol || rec.CongestionControl != f.CongestionControl) {
-			t.Errorf("run %s: %s: the %s's went over %s with %q, want %s with %s", r.ID, f.ID, rec.Role, rec.Protocol, rec.CongestionControl, f.Protocol, f.CongestionControl)
+			t.Errorf("run %s: %s: the %s's went over %s with %q, want %s with %s (the hosts' MPTCP counters: %v)", r.ID, f.ID, rec.Role, rec.Protocol, rec.CongestionControl, f.Protocol, f.CongestionControl, r.MPTCPCounters)
 			return nil
 		}
 	}

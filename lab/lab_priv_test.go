@@ -303,30 +303,3 @@ func TestFailedUpTakesItselfDown(t *testing.T) {
 	}
 	labGone(t, &State{Name: name, Prefix: topo.NamespacePrefix + name + "-"}, opts)
 }
-
-// mptcpCounters is what the kernel's MPTCP counters of a namespace say
-// that is not zero (/proc/net/netstat's MPTcpExt), for a test to log
-// why a connection fell back.
-func mptcpCounters(ns string) string {
-	out, err := exec.Command("ip", "netns", "exec", ns, "cat", "/proc/net/netstat").Output()
-	if err != nil {
-		return err.Error()
-	}
-	var names, values []string
-	for line := range strings.Lines(string(out)) {
-		if f := strings.Fields(line); len(f) > 0 && f[0] == "MPTcpExt:" {
-			if names == nil {
-				names = f[1:]
-			} else {
-				values = f[1:]
-			}
-		}
-	}
-	var b strings.Builder
-	for i, n := range names {
-		if i < len(values) && values[i] != "0" {
-			fmt.Fprintf(&b, " %s=%s", n, values[i])
-		}
-	}
-	return b.String()
-}

@@ -234,6 +234,7 @@ func runOne(ctx context.Context, s *scenario.Scenario, run scenario.Run, opts Ru
 		}
 		err := runFlows(ctx, s, run, plan, opts, rec, &e)
 		e.Fidelity = fid.finish()
+		e.MPTCPCounters = hostsMPTCPCounters(plan)
 		return err
 	})
 	if err != nil {

@@ -342,7 +342,9 @@ func TestTEPaperOverlay(t *testing.T) {
 		})
 		t.Logf("the subflow moved: %v (%s after the failure)", moved, time.Since(failed).Round(10*time.Millisecond))
 		if err := <-done; err != nil {
-			t.Errorf("the transfer across the failure: %v (MPTCP counters: client%s; server%s)", err, mptcpCounters(client), mptcpCounters(server))
+			cc, _ := nsMPTCPCounters(client)
+			sc, _ := nsMPTCPCounters(server)
+			t.Errorf("the transfer across the failure: %v (MPTCP counters: client %v; server %v)", err, cc, sc)
 		}
 		// The set changes once, for the failure, naming the RTR, and keeps
 		// the two others. On a busy machine a probe answered late can

@@ -189,6 +189,10 @@ type Run struct {
 	// (docs/lab.md, "Fidelity"); nil when it was not measured: the lab
 	// has no emulated link, or the scenario says fidelity: false.
 	Fidelity *Fidelity `json:"fidelity"`
+	// MPTCPCounters are, per host, the kernel's MPTCP counters
+	// (/proc/net/netstat's MPTcpExt) that are not zero at the end of the
+	// flows: they say why a connection fell back to TCP, if one did.
+	MPTCPCounters map[string]map[string]uint64 `json:"mptcp_counters,omitempty"`
 }
 
 // Origin is the time the run's timeline counts from: when its flows
