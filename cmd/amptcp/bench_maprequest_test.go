@@ -78,7 +78,7 @@ func TestBenchMapRequest(t *testing.T) {
 	if res.Prefixes != prefixes || reg.Count != prefixes || reg.Accepted < uint64(prefixes) || reg.Accepted > uint64(prefixes+reg.Resent) ||
 		reg.Registered != prefixes || reg.PerSecond <= 0 || reg.TargetRatio != 0.8 ||
 		reg.ReferencePerSecond <= 0 || reg.NotifyBytes == 0 || reg.NotifyBytes != reg.ReferenceNotifyBytes ||
-		reg.ServerCPU <= 0 || reg.ReferenceServerCPU <= 0 {
+		reg.ServerCPU < 0 || reg.ReferenceServerCPU < 0 { // CPU is counted in ticks: a phase of 20 ms may show none
 		t.Errorf("map_register: %+v", reg)
 	}
 	req := res.MapRequest
