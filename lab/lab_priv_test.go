@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -173,6 +174,10 @@ func TestUpDown(t *testing.T) {
 	}
 }
 
+// errFellBack is transfer's error for an MPTCP connection that the server
+// saw as plain TCP, its data intact.
+var errFellBack = errors.New("the connection fell back to TCP")
+
 // transfer sends n random bytes over MPTCP or TCP from a client in one
 // namespace to a server in another, and checks that the server got them,
 // over MPTCP if that was asked.
@@ -234,7 +239,7 @@ func transfer(clientNS, serverNS, addr string, n int, mptcp bool) error {
 	case r.n != int64(n) || r.sum != sha256.Sum256(data):
 		return fmt.Errorf("the server got %d bytes, not the %d sent", r.n, n)
 	case mptcp && !r.mptcp:
-		return fmt.Errorf("the connection fell back to TCP")
+		return errFellBack
 	}
 	return nil
 }
