@@ -154,6 +154,7 @@ type Flow struct {
 	rtoGen   int   // bumps to cancel the armed timers
 	backoff  uint
 	started  bool
+	stopped  bool
 
 	// receiver
 	rcvNxt   uint32
@@ -195,9 +196,16 @@ func (f *Flow) rto() int64 {
 	return (f.srtt + max(4*f.rttvar, int64(200*time.Millisecond))) << f.backoff
 }
 
+// Stop ends the flow now, as a user who leaves: it sends nothing more
+// and its timers lapse; what is in flight still arrives.
+func (f *Flow) Stop() {
+	f.stopped = true
+	f.rtoGen++
+}
+
 // send transmits what the window allows: lost segments first.
 func (f *Flow) send() {
-	for f.inflight < int(f.Sock.Cwnd) {
+	for !f.stopped && f.inflight < int(f.Sock.Cwnd) {
 		q, ok := f.firstLost()
 		if !ok {
 			q = f.nxt
@@ -218,6 +226,9 @@ func (f *Flow) firstLost() (uint32, bool) {
 }
 
 func (f *Flow) xmit(q uint32) {
+	if f.stopped {
+		return
+	}
 	p := &f.pkts[q]
 	if p.lost || p.sent != 0 {
 		p.retx = true
@@ -236,6 +247,9 @@ func (f *Flow) xmit(q uint32) {
 // arm (re)starts the retransmission timer and the tail-loss probe from
 // now.
 func (f *Flow) arm() {
+	if f.stopped {
+		return
+	}
 	f.rtoGen++
 	gen := f.rtoGen
 	f.sim.at(f.sim.now+f.rto(), func() {
