@@ -426,13 +426,15 @@ func TestSYNTimeout(t *testing.T) {
 			cs, _ := r.Connections()
 			c, _ := r.Counters()
 			var subs []string // what the kernel holds, to tell a missing join from a missing init
-			rg.cli.Do(func() error {
+			if err := rg.cli.Do(func() error {
 				ss, err := mptcp.Subflows()
 				for _, s := range ss {
 					subs = append(subs, fmt.Sprintf("%v->%v state %d, %d segments out", s.Local, s.Remote, s.State, s.TCP.SegsOut))
 				}
 				return err
-			})
+			}); err != nil {
+				subs = append(subs, "unreadable: "+err.Error())
+			}
 			t.Fatalf("connection not coupled with its 2 subflows, both initialised, after a lost SYN: %+v, counters %+v; the client's subflows: %v", cs, c, subs)
 		}
 		f.stop()

@@ -44,17 +44,24 @@ func TestRenoFillsAndShares(t *testing.T) {
 // 20 ms, queues of one bandwidth-delay product. It returns the multipath
 // user's rates on each path and the TCP user's share of the shared one.
 func friendliness(a model.Algo, seed uint64) (own, shared, tcpShare float64) {
-	s := New(seed)
-	l1 := s.NewLink(10e6, 10*time.Millisecond, 1)
-	l2 := s.NewLink(10e6, 10*time.Millisecond, 1)
-	c := model.NewConn(a)
-	f1 := s.NewFlow(c.Join(InitTCP()), l1, 0)
-	f2 := s.NewFlow(c.Join(InitTCP()), l2, 50*time.Millisecond)
-	tcp := s.NewFlow(model.NewPlain(model.Reno, InitTCP()), l2, 10*time.Millisecond)
+	s, f1, f2, tcp := friendlinessNet(a, seed)
 	s.Run(6 * time.Second)
 	m := s.Start(f1, f2, tcp)
 	s.Run(30 * time.Second)
 	return m.AckedRate(s, 0), m.AckedRate(s, 1), m.Goodput(s, 2) / capacity
+}
+
+// friendlinessNet builds friendliness's scenario: the multipath user's
+// subflows on its own path and on the shared one, and the TCP user.
+func friendlinessNet(a model.Algo, seed uint64) (s *Sim, own, shared, tcp *Flow) {
+	s = New(seed)
+	l1 := s.NewLink(10e6, 10*time.Millisecond, 1)
+	l2 := s.NewLink(10e6, 10*time.Millisecond, 1)
+	c := model.NewConn(a)
+	own = s.NewFlow(c.Join(InitTCP()), l1, 0)
+	shared = s.NewFlow(c.Join(InitTCP()), l2, 50*time.Millisecond)
+	tcp = s.NewFlow(model.NewPlain(model.Reno, InitTCP()), l2, 10*time.Millisecond)
+	return s, own, shared, tcp
 }
 
 // The claims TestFriendliness checks on the lab's links hold for the
@@ -263,13 +270,7 @@ func TestSharedBottleneckModel(t *testing.T) {
 // path then took to carry 0.7 of the path (its rate sampled every 500
 // ms, two samples in a row, as the test's fillTime), within limit.
 func responsiveness(a model.Algo, seed uint64, limit time.Duration) time.Duration {
-	s := New(seed)
-	l1 := s.NewLink(10e6, 10*time.Millisecond, 1)
-	l2 := s.NewLink(10e6, 10*time.Millisecond, 1)
-	c := model.NewConn(a)
-	s.NewFlow(c.Join(InitTCP()), l1, 0)
-	f2 := s.NewFlow(c.Join(InitTCP()), l2, 50*time.Millisecond)
-	tcp := s.NewFlow(model.NewPlain(model.Reno, InitTCP()), l2, 10*time.Millisecond)
+	s, _, f2, tcp := friendlinessNet(a, seed)
 	left := 15 * time.Second
 	s.Run(left)
 	tcp.Stop()
