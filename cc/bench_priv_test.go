@@ -100,9 +100,10 @@ func (fp *fastPath) transfer(b *testing.B, cc string, d time.Duration) float64 {
 }
 
 // BenchmarkPerACK measures what each congestion control costs per ACK in
-// the kernel: the BPF run time of its cong_avoid (and, for wVegas,
-// pkts_acked) over a 2-subflow MPTCP connection, against amp_reno, the
-// BPF wrapper of the kernel's Reno, in the same run.
+// the kernel: the BPF run time of the callbacks it calls on ACKs
+// (cong_control, and wVegas's pkts_acked; cong_avoid for amp_reno) per ACK
+// over a 2-subflow MPTCP connection, against amp_reno, the BPF wrapper of
+// the kernel's Reno, in the same run.
 //
 // It registers each control for the run, or, when another process holds
 // it registered, measures the registered version (the one the sockets
@@ -148,9 +149,11 @@ func BenchmarkPerACK(b *testing.B) {
 }
 
 // perACKStats sums, over the loaded programs of congestion control name
-// (every version the kernel holds), the runs of cong_avoid and the run
-// time of cong_avoid and pkts_acked. The kernel cuts program names to 15
-// characters: wvegas_pkts_acked is "wvegas_pkts_ack".
+// (every version the kernel holds), the ACKs (the runs of cong_control, or
+// of cong_avoid for a control without it) and the run time of the
+// callbacks that run on ACKs: cong_control, cong_avoid and pkts_acked. The
+// kernel cuts program names to 15 characters: wvegas_pkts_acked is
+// "wvegas_pkts_ack", wvegas_cong_control "wvegas_cong_con".
 func perACKStats(b *testing.B, name string) (acks uint64, runtime time.Duration) {
 	b.Helper()
 	prefix := short(name) + "_"
@@ -172,10 +175,11 @@ func perACKStats(b *testing.B, name string) (acks uint64, runtime time.Duration)
 		if err == nil && info.Type == ebpf.StructOps && strings.HasPrefix(info.Name, prefix) {
 			if st, err := p.Stats(); err == nil {
 				rest := strings.TrimPrefix(info.Name, prefix)
-				if rest == "cong_avoid" {
+				ack := rest == "cong_avoid" || strings.HasPrefix(rest, "cong_con")
+				if ack {
 					acks += st.RunCount
 				}
-				if rest == "cong_avoid" || strings.HasPrefix(rest, "pkts_ack") {
+				if ack || strings.HasPrefix(rest, "pkts_ack") {
 					runtime += st.Runtime
 				}
 			}

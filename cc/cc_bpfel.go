@@ -50,47 +50,54 @@ type ccAmpSlot struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	ccMapAmpBalia         = "amp_balia"
-	ccMapAmpBlank         = "amp_blank"
-	ccMapAmpConns         = "amp_conns"
-	ccMapAmpCounters      = "amp_counters"
-	ccMapAmpLia           = "amp_lia"
-	ccMapAmpOlia          = "amp_olia"
-	ccMapAmpReno          = "amp_reno"
-	ccMapAmpRules         = "amp_rules"
-	ccMapAmpSweep         = "amp_sweep"
-	ccMapAmpWvegas        = "amp_wvegas"
-	ccProgAmpSubflowCc    = "amp_subflow_cc"
-	ccProgBaliaCongAvoid  = "balia_cong_avoid"
-	ccProgBaliaInit       = "balia_init"
-	ccProgBaliaRelease    = "balia_release"
-	ccProgBaliaSetState   = "balia_set_state"
-	ccProgBaliaSsthresh   = "balia_ssthresh"
-	ccProgBaliaUndoCwnd   = "balia_undo_cwnd"
-	ccProgLiaCongAvoid    = "lia_cong_avoid"
-	ccProgLiaInit         = "lia_init"
-	ccProgLiaRelease      = "lia_release"
-	ccProgLiaSetState     = "lia_set_state"
-	ccProgLiaSsthresh     = "lia_ssthresh"
-	ccProgLiaUndoCwnd     = "lia_undo_cwnd"
-	ccProgOliaCongAvoid   = "olia_cong_avoid"
-	ccProgOliaInit        = "olia_init"
-	ccProgOliaRelease     = "olia_release"
-	ccProgOliaSetState    = "olia_set_state"
-	ccProgOliaSsthresh    = "olia_ssthresh"
-	ccProgOliaUndoCwnd    = "olia_undo_cwnd"
-	ccProgRenoCongAvoid   = "reno_cong_avoid"
-	ccProgRenoSsthresh    = "reno_ssthresh"
-	ccProgRenoUndoCwnd    = "reno_undo_cwnd"
-	ccProgWvegasCongAvoid = "wvegas_cong_avoid"
-	ccProgWvegasCwndEvent = "wvegas_cwnd_event"
-	ccProgWvegasInit      = "wvegas_init"
-	ccProgWvegasPktsAcked = "wvegas_pkts_acked"
-	ccProgWvegasRelease   = "wvegas_release"
-	ccProgWvegasSetState  = "wvegas_set_state"
-	ccProgWvegasSsthresh  = "wvegas_ssthresh"
-	ccProgWvegasUndoCwnd  = "wvegas_undo_cwnd"
-	ccVarAmpNetnsCookie   = "amp_netns_cookie"
+	ccMapAmpBalia           = "amp_balia"
+	ccMapAmpBlank           = "amp_blank"
+	ccMapAmpConns           = "amp_conns"
+	ccMapAmpCounters        = "amp_counters"
+	ccMapAmpLia             = "amp_lia"
+	ccMapAmpOlia            = "amp_olia"
+	ccMapAmpReno            = "amp_reno"
+	ccMapAmpRules           = "amp_rules"
+	ccMapAmpSweep           = "amp_sweep"
+	ccMapAmpWvegas          = "amp_wvegas"
+	ccProgAmpSubflowCc      = "amp_subflow_cc"
+	ccProgBaliaCongAvoid    = "balia_cong_avoid"
+	ccProgBaliaCongControl  = "balia_cong_control"
+	ccProgBaliaCwndEvent    = "balia_cwnd_event"
+	ccProgBaliaInit         = "balia_init"
+	ccProgBaliaRelease      = "balia_release"
+	ccProgBaliaSetState     = "balia_set_state"
+	ccProgBaliaSsthresh     = "balia_ssthresh"
+	ccProgBaliaUndoCwnd     = "balia_undo_cwnd"
+	ccProgLiaCongAvoid      = "lia_cong_avoid"
+	ccProgLiaCongControl    = "lia_cong_control"
+	ccProgLiaCwndEvent      = "lia_cwnd_event"
+	ccProgLiaInit           = "lia_init"
+	ccProgLiaRelease        = "lia_release"
+	ccProgLiaSetState       = "lia_set_state"
+	ccProgLiaSsthresh       = "lia_ssthresh"
+	ccProgLiaUndoCwnd       = "lia_undo_cwnd"
+	ccProgOliaCongAvoid     = "olia_cong_avoid"
+	ccProgOliaCongControl   = "olia_cong_control"
+	ccProgOliaCwndEvent     = "olia_cwnd_event"
+	ccProgOliaInit          = "olia_init"
+	ccProgOliaRelease       = "olia_release"
+	ccProgOliaSetState      = "olia_set_state"
+	ccProgOliaSsthresh      = "olia_ssthresh"
+	ccProgOliaUndoCwnd      = "olia_undo_cwnd"
+	ccProgRenoCongAvoid     = "reno_cong_avoid"
+	ccProgRenoSsthresh      = "reno_ssthresh"
+	ccProgRenoUndoCwnd      = "reno_undo_cwnd"
+	ccProgWvegasCongAvoid   = "wvegas_cong_avoid"
+	ccProgWvegasCongControl = "wvegas_cong_control"
+	ccProgWvegasCwndEvent   = "wvegas_cwnd_event"
+	ccProgWvegasInit        = "wvegas_init"
+	ccProgWvegasPktsAcked   = "wvegas_pkts_acked"
+	ccProgWvegasRelease     = "wvegas_release"
+	ccProgWvegasSetState    = "wvegas_set_state"
+	ccProgWvegasSsthresh    = "wvegas_ssthresh"
+	ccProgWvegasUndoCwnd    = "wvegas_undo_cwnd"
+	ccVarAmpNetnsCookie     = "amp_netns_cookie"
 )
 
 // loadCc returns the embedded CollectionSpec for cc.
@@ -135,36 +142,43 @@ type ccSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type ccProgramSpecs struct {
-	AmpSubflowCc    *ebpf.ProgramSpec `ebpf:"amp_subflow_cc"`
-	BaliaCongAvoid  *ebpf.ProgramSpec `ebpf:"balia_cong_avoid"`
-	BaliaInit       *ebpf.ProgramSpec `ebpf:"balia_init"`
-	BaliaRelease    *ebpf.ProgramSpec `ebpf:"balia_release"`
-	BaliaSetState   *ebpf.ProgramSpec `ebpf:"balia_set_state"`
-	BaliaSsthresh   *ebpf.ProgramSpec `ebpf:"balia_ssthresh"`
-	BaliaUndoCwnd   *ebpf.ProgramSpec `ebpf:"balia_undo_cwnd"`
-	LiaCongAvoid    *ebpf.ProgramSpec `ebpf:"lia_cong_avoid"`
-	LiaInit         *ebpf.ProgramSpec `ebpf:"lia_init"`
-	LiaRelease      *ebpf.ProgramSpec `ebpf:"lia_release"`
-	LiaSetState     *ebpf.ProgramSpec `ebpf:"lia_set_state"`
-	LiaSsthresh     *ebpf.ProgramSpec `ebpf:"lia_ssthresh"`
-	LiaUndoCwnd     *ebpf.ProgramSpec `ebpf:"lia_undo_cwnd"`
-	OliaCongAvoid   *ebpf.ProgramSpec `ebpf:"olia_cong_avoid"`
-	OliaInit        *ebpf.ProgramSpec `ebpf:"olia_init"`
-	OliaRelease     *ebpf.ProgramSpec `ebpf:"olia_release"`
-	OliaSetState    *ebpf.ProgramSpec `ebpf:"olia_set_state"`
-	OliaSsthresh    *ebpf.ProgramSpec `ebpf:"olia_ssthresh"`
-	OliaUndoCwnd    *ebpf.ProgramSpec `ebpf:"olia_undo_cwnd"`
-	RenoCongAvoid   *ebpf.ProgramSpec `ebpf:"reno_cong_avoid"`
-	RenoSsthresh    *ebpf.ProgramSpec `ebpf:"reno_ssthresh"`
-	RenoUndoCwnd    *ebpf.ProgramSpec `ebpf:"reno_undo_cwnd"`
-	WvegasCongAvoid *ebpf.ProgramSpec `ebpf:"wvegas_cong_avoid"`
-	WvegasCwndEvent *ebpf.ProgramSpec `ebpf:"wvegas_cwnd_event"`
-	WvegasInit      *ebpf.ProgramSpec `ebpf:"wvegas_init"`
-	WvegasPktsAcked *ebpf.ProgramSpec `ebpf:"wvegas_pkts_acked"`
-	WvegasRelease   *ebpf.ProgramSpec `ebpf:"wvegas_release"`
-	WvegasSetState  *ebpf.ProgramSpec `ebpf:"wvegas_set_state"`
-	WvegasSsthresh  *ebpf.ProgramSpec `ebpf:"wvegas_ssthresh"`
-	WvegasUndoCwnd  *ebpf.ProgramSpec `ebpf:"wvegas_undo_cwnd"`
+	AmpSubflowCc      *ebpf.ProgramSpec `ebpf:"amp_subflow_cc"`
+	BaliaCongAvoid    *ebpf.ProgramSpec `ebpf:"balia_cong_avoid"`
+	BaliaCongControl  *ebpf.ProgramSpec `ebpf:"balia_cong_control"`
+	BaliaCwndEvent    *ebpf.ProgramSpec `ebpf:"balia_cwnd_event"`
+	BaliaInit         *ebpf.ProgramSpec `ebpf:"balia_init"`
+	BaliaRelease      *ebpf.ProgramSpec `ebpf:"balia_release"`
+	BaliaSetState     *ebpf.ProgramSpec `ebpf:"balia_set_state"`
+	BaliaSsthresh     *ebpf.ProgramSpec `ebpf:"balia_ssthresh"`
+	BaliaUndoCwnd     *ebpf.ProgramSpec `ebpf:"balia_undo_cwnd"`
+	LiaCongAvoid      *ebpf.ProgramSpec `ebpf:"lia_cong_avoid"`
+	LiaCongControl    *ebpf.ProgramSpec `ebpf:"lia_cong_control"`
+	LiaCwndEvent      *ebpf.ProgramSpec `ebpf:"lia_cwnd_event"`
+	LiaInit           *ebpf.ProgramSpec `ebpf:"lia_init"`
+	LiaRelease        *ebpf.ProgramSpec `ebpf:"lia_release"`
+	LiaSetState       *ebpf.ProgramSpec `ebpf:"lia_set_state"`
+	LiaSsthresh       *ebpf.ProgramSpec `ebpf:"lia_ssthresh"`
+	LiaUndoCwnd       *ebpf.ProgramSpec `ebpf:"lia_undo_cwnd"`
+	OliaCongAvoid     *ebpf.ProgramSpec `ebpf:"olia_cong_avoid"`
+	OliaCongControl   *ebpf.ProgramSpec `ebpf:"olia_cong_control"`
+	OliaCwndEvent     *ebpf.ProgramSpec `ebpf:"olia_cwnd_event"`
+	OliaInit          *ebpf.ProgramSpec `ebpf:"olia_init"`
+	OliaRelease       *ebpf.ProgramSpec `ebpf:"olia_release"`
+	OliaSetState      *ebpf.ProgramSpec `ebpf:"olia_set_state"`
+	OliaSsthresh      *ebpf.ProgramSpec `ebpf:"olia_ssthresh"`
+	OliaUndoCwnd      *ebpf.ProgramSpec `ebpf:"olia_undo_cwnd"`
+	RenoCongAvoid     *ebpf.ProgramSpec `ebpf:"reno_cong_avoid"`
+	RenoSsthresh      *ebpf.ProgramSpec `ebpf:"reno_ssthresh"`
+	RenoUndoCwnd      *ebpf.ProgramSpec `ebpf:"reno_undo_cwnd"`
+	WvegasCongAvoid   *ebpf.ProgramSpec `ebpf:"wvegas_cong_avoid"`
+	WvegasCongControl *ebpf.ProgramSpec `ebpf:"wvegas_cong_control"`
+	WvegasCwndEvent   *ebpf.ProgramSpec `ebpf:"wvegas_cwnd_event"`
+	WvegasInit        *ebpf.ProgramSpec `ebpf:"wvegas_init"`
+	WvegasPktsAcked   *ebpf.ProgramSpec `ebpf:"wvegas_pkts_acked"`
+	WvegasRelease     *ebpf.ProgramSpec `ebpf:"wvegas_release"`
+	WvegasSetState    *ebpf.ProgramSpec `ebpf:"wvegas_set_state"`
+	WvegasSsthresh    *ebpf.ProgramSpec `ebpf:"wvegas_ssthresh"`
+	WvegasUndoCwnd    *ebpf.ProgramSpec `ebpf:"wvegas_undo_cwnd"`
 }
 
 // ccMapSpecs contains maps before they are loaded into the kernel.
@@ -248,54 +262,67 @@ type ccVariables struct {
 //
 // It can be passed to loadCcObjects or ebpf.CollectionSpec.LoadAndAssign.
 type ccPrograms struct {
-	AmpSubflowCc    *ebpf.Program `ebpf:"amp_subflow_cc"`
-	BaliaCongAvoid  *ebpf.Program `ebpf:"balia_cong_avoid"`
-	BaliaInit       *ebpf.Program `ebpf:"balia_init"`
-	BaliaRelease    *ebpf.Program `ebpf:"balia_release"`
-	BaliaSetState   *ebpf.Program `ebpf:"balia_set_state"`
-	BaliaSsthresh   *ebpf.Program `ebpf:"balia_ssthresh"`
-	BaliaUndoCwnd   *ebpf.Program `ebpf:"balia_undo_cwnd"`
-	LiaCongAvoid    *ebpf.Program `ebpf:"lia_cong_avoid"`
-	LiaInit         *ebpf.Program `ebpf:"lia_init"`
-	LiaRelease      *ebpf.Program `ebpf:"lia_release"`
-	LiaSetState     *ebpf.Program `ebpf:"lia_set_state"`
-	LiaSsthresh     *ebpf.Program `ebpf:"lia_ssthresh"`
-	LiaUndoCwnd     *ebpf.Program `ebpf:"lia_undo_cwnd"`
-	OliaCongAvoid   *ebpf.Program `ebpf:"olia_cong_avoid"`
-	OliaInit        *ebpf.Program `ebpf:"olia_init"`
-	OliaRelease     *ebpf.Program `ebpf:"olia_release"`
-	OliaSetState    *ebpf.Program `ebpf:"olia_set_state"`
-	OliaSsthresh    *ebpf.Program `ebpf:"olia_ssthresh"`
-	OliaUndoCwnd    *ebpf.Program `ebpf:"olia_undo_cwnd"`
-	RenoCongAvoid   *ebpf.Program `ebpf:"reno_cong_avoid"`
-	RenoSsthresh    *ebpf.Program `ebpf:"reno_ssthresh"`
-	RenoUndoCwnd    *ebpf.Program `ebpf:"reno_undo_cwnd"`
-	WvegasCongAvoid *ebpf.Program `ebpf:"wvegas_cong_avoid"`
-	WvegasCwndEvent *ebpf.Program `ebpf:"wvegas_cwnd_event"`
-	WvegasInit      *ebpf.Program `ebpf:"wvegas_init"`
-	WvegasPktsAcked *ebpf.Program `ebpf:"wvegas_pkts_acked"`
-	WvegasRelease   *ebpf.Program `ebpf:"wvegas_release"`
-	WvegasSetState  *ebpf.Program `ebpf:"wvegas_set_state"`
-	WvegasSsthresh  *ebpf.Program `ebpf:"wvegas_ssthresh"`
-	WvegasUndoCwnd  *ebpf.Program `ebpf:"wvegas_undo_cwnd"`
+	AmpSubflowCc      *ebpf.Program `ebpf:"amp_subflow_cc"`
+	BaliaCongAvoid    *ebpf.Program `ebpf:"balia_cong_avoid"`
+	BaliaCongControl  *ebpf.Program `ebpf:"balia_cong_control"`
+	BaliaCwndEvent    *ebpf.Program `ebpf:"balia_cwnd_event"`
+	BaliaInit         *ebpf.Program `ebpf:"balia_init"`
+	BaliaRelease      *ebpf.Program `ebpf:"balia_release"`
+	BaliaSetState     *ebpf.Program `ebpf:"balia_set_state"`
+	BaliaSsthresh     *ebpf.Program `ebpf:"balia_ssthresh"`
+	BaliaUndoCwnd     *ebpf.Program `ebpf:"balia_undo_cwnd"`
+	LiaCongAvoid      *ebpf.Program `ebpf:"lia_cong_avoid"`
+	LiaCongControl    *ebpf.Program `ebpf:"lia_cong_control"`
+	LiaCwndEvent      *ebpf.Program `ebpf:"lia_cwnd_event"`
+	LiaInit           *ebpf.Program `ebpf:"lia_init"`
+	LiaRelease        *ebpf.Program `ebpf:"lia_release"`
+	LiaSetState       *ebpf.Program `ebpf:"lia_set_state"`
+	LiaSsthresh       *ebpf.Program `ebpf:"lia_ssthresh"`
+	LiaUndoCwnd       *ebpf.Program `ebpf:"lia_undo_cwnd"`
+	OliaCongAvoid     *ebpf.Program `ebpf:"olia_cong_avoid"`
+	OliaCongControl   *ebpf.Program `ebpf:"olia_cong_control"`
+	OliaCwndEvent     *ebpf.Program `ebpf:"olia_cwnd_event"`
+	OliaInit          *ebpf.Program `ebpf:"olia_init"`
+	OliaRelease       *ebpf.Program `ebpf:"olia_release"`
+	OliaSetState      *ebpf.Program `ebpf:"olia_set_state"`
+	OliaSsthresh      *ebpf.Program `ebpf:"olia_ssthresh"`
+	OliaUndoCwnd      *ebpf.Program `ebpf:"olia_undo_cwnd"`
+	RenoCongAvoid     *ebpf.Program `ebpf:"reno_cong_avoid"`
+	RenoSsthresh      *ebpf.Program `ebpf:"reno_ssthresh"`
+	RenoUndoCwnd      *ebpf.Program `ebpf:"reno_undo_cwnd"`
+	WvegasCongAvoid   *ebpf.Program `ebpf:"wvegas_cong_avoid"`
+	WvegasCongControl *ebpf.Program `ebpf:"wvegas_cong_control"`
+	WvegasCwndEvent   *ebpf.Program `ebpf:"wvegas_cwnd_event"`
+	WvegasInit        *ebpf.Program `ebpf:"wvegas_init"`
+	WvegasPktsAcked   *ebpf.Program `ebpf:"wvegas_pkts_acked"`
+	WvegasRelease     *ebpf.Program `ebpf:"wvegas_release"`
+	WvegasSetState    *ebpf.Program `ebpf:"wvegas_set_state"`
+	WvegasSsthresh    *ebpf.Program `ebpf:"wvegas_ssthresh"`
+	WvegasUndoCwnd    *ebpf.Program `ebpf:"wvegas_undo_cwnd"`
 }
 
 func (p *ccPrograms) Close() error {
 	return _CcClose(
 		p.AmpSubflowCc,
 		p.BaliaCongAvoid,
+		p.BaliaCongControl,
+		p.BaliaCwndEvent,
 		p.BaliaInit,
 		p.BaliaRelease,
 		p.BaliaSetState,
 		p.BaliaSsthresh,
 		p.BaliaUndoCwnd,
 		p.LiaCongAvoid,
+		p.LiaCongControl,
+		p.LiaCwndEvent,
 		p.LiaInit,
 		p.LiaRelease,
 		p.LiaSetState,
 		p.LiaSsthresh,
 		p.LiaUndoCwnd,
 		p.OliaCongAvoid,
+		p.OliaCongControl,
+		p.OliaCwndEvent,
 		p.OliaInit,
 		p.OliaRelease,
 		p.OliaSetState,
@@ -305,6 +332,7 @@ func (p *ccPrograms) Close() error {
 		p.RenoSsthresh,
 		p.RenoUndoCwnd,
 		p.WvegasCongAvoid,
+		p.WvegasCongControl,
 		p.WvegasCwndEvent,
 		p.WvegasInit,
 		p.WvegasPktsAcked,

@@ -87,6 +87,9 @@ struct amp_priv {
 	__u32 queue_delay; /* wVegas: the least queueing delay since the last drain, µs */
 	__u32 last_ss;     /* the threshold ssthresh returned last */
 	__u32 max_set;     /* the largest window or threshold this control set */
+	/* proportional rate reduction (cong_control) */
+	__u32 prr_high;      /* tp->high_seq of the reduction prr_delivered counts for */
+	__u32 prr_delivered; /* packets delivered since it began */
 };
 
 /* The TCP socket as the arithmetic sees it: the BPF programs copy it in

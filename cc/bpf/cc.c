@@ -119,20 +119,28 @@ static __always_inline void amp_load(struct sock *sk, struct amp_tcp *t)
 }
 
 /* amp_sane guards against windows that no control set. On MPTCP subflows
- * under heavy loss we have seen the kernel hand these controls a
- * threshold of hundreds of millions of packets, in recovery, that their
- * ssthresh never returned (checked by instrumenting every callback): the
- * window set from it at the end of recovery floods the path. The kernel
- * itself only lowers a window, or sets it to a threshold or a window the
- * control set before; so a threshold or window more than AMP_INSANE times
- * the largest this control ever set (plus 64) is brought back to the last
- * threshold it returned, and counted. */
+ * under heavy loss the kernel sometimes enters recovery with a threshold
+ * of about 2^31 packets that the control's ssthresh never returned
+ * (2,165,326,096 in every case traced). PRR then sets the window to
+ * threshold × delivered / prior window, hundreds of millions of packets,
+ * and the subflow floods its path until recovery ends; an undo carries
+ * such a window on through prior_cwnd. The kernel itself only lowers a
+ * window, or sets it to a threshold or a window the control set before;
+ * so a threshold or window more than AMP_INSANE times the largest this
+ * control ever set (plus 64) is brought back to the last threshold it
+ * returned, and counted. It runs at every callback, and through
+ * amp_repair on every ACK. */
 #define AMP_INSANE 16
+
+static __always_inline __u64 amp_bound(const struct amp_priv *p)
+{
+	return (__u64)p->max_set * AMP_INSANE + 64;
+}
 
 static __always_inline void amp_sane(struct sock *sk, struct amp_priv *p)
 {
 	struct tcp_sock *tp = (struct tcp_sock *)sk;
-	__u64 bound = (__u64)p->max_set * AMP_INSANE + 64;
+	__u64 bound = amp_bound(p);
 	__u32 ss = tp->snd_ssthresh, cwnd = tp->snd_cwnd;
 
 	if (!p->ready || !p->last_ss)
@@ -141,7 +149,9 @@ static __always_inline void amp_sane(struct sock *sk, struct amp_priv *p)
 		tp->snd_ssthresh = p->last_ss;
 		amp_count(AMP_CNT_INSANE);
 	}
-	if (cwnd > bound) {
+	/* Not a window PRR set to what is in flight after a burst: it sends
+	 * nothing more. */
+	if (cwnd > bound && cwnd > tp->packets_out) {
 		tp->snd_cwnd = p->last_ss;
 		amp_count(AMP_CNT_INSANE);
 	}
@@ -386,6 +396,113 @@ static __always_inline __u32 amp_bpf_ssthresh(__u32 algo, struct sock *sk)
 	return ss;
 }
 
+/* The controls implement cong_control, so the kernel leaves three things
+ * of its own to them (net/ipv4/tcp_input.c, tcp_cong_control and
+ * tcp_end_cwnd_reduction): the proportional rate reduction (PRR, RFC 6937)
+ * in CWR and Recovery, the window set to the threshold when a reduction
+ * ends, and the pacing rate. They do each as the kernel does. Why: the
+ * kernel sometimes enters recovery without calling the control (see
+ * amp_sane), with a threshold of about 2^31 packets, and its PRR turned
+ * that into a window of hundreds of millions of packets within the same
+ * ACK, which sent hundreds or thousands of segments at once. With
+ * cong_control, nothing sets the window on such an ACK, and the next one
+ * repairs the threshold (amp_repair) before PRR uses it. */
+
+/* Kernel values the kernel does not export (include/net/tcp.h,
+ * net/ipv4/tcp_input.c): the ACK flags cong_control gets and the
+ * default net.ipv4.tcp_reordering. */
+#define AMP_FLAG_DATA_ACKED 0x04
+#define AMP_FLAG_DATA_SACKED 0x20
+#define AMP_FLAG_SND_UNA_ADVANCED 0x400
+#define AMP_FLAG_FORWARD_PROGRESS (AMP_FLAG_DATA_ACKED | AMP_FLAG_DATA_SACKED)
+#define AMP_REORDERING 3
+
+static __always_inline __u8 amp_ca_state(struct sock *sk)
+{
+	struct inet_connection_sock *icsk = (struct inet_connection_sock *)sk;
+
+	return BPF_CORE_READ_BITFIELD(icsk, icsk_ca_state);
+}
+
+/* amp_in_flight is tcp_packets_in_flight. */
+static __always_inline __u32 amp_in_flight(const struct tcp_sock *tp)
+{
+	return tp->packets_out - (tp->sacked_out + tp->lost_out) + tp->retrans_out;
+}
+
+/* amp_prr is tcp_cwnd_reduction (amp_prr_cwnd), with the packets
+ * delivered since the reduction began counted here: the kernel keeps its
+ * count only where it runs PRR itself. */
+static __always_inline void amp_prr(struct sock *sk, struct amp_priv *p, __u32 newly, int newly_lost, int flag)
+{
+	struct tcp_sock *tp = (struct tcp_sock *)sk;
+
+	if (p->prr_high != tp->high_seq) {
+		p->prr_high = tp->high_seq;
+		p->prr_delivered = 0;
+	}
+	if ((int)newly <= 0 || !tp->prior_cwnd)
+		return;
+	p->prr_delivered += newly;
+	tp->snd_cwnd = amp_prr_cwnd(tp->snd_ssthresh, amp_in_flight(tp), tp->prior_cwnd, p->prr_delivered,
+				    tp->prr_out, newly, newly_lost, flag & AMP_FLAG_SND_UNA_ADVANCED);
+}
+
+/* amp_end_reduction is tcp_end_cwnd_reduction, at the state change that
+ * follows it (set_state runs before the kernel stores the new state): out
+ * of CWR, or out of a Recovery that was not undone, the window is the
+ * threshold. */
+static __always_inline void amp_end_reduction(struct sock *sk, __u8 state)
+{
+	struct tcp_sock *tp = (struct tcp_sock *)sk;
+	__u8 from = amp_ca_state(sk);
+
+	if (state == AMP_CA_CWR || state == AMP_CA_RECOVERY || state == AMP_CA_LOSS)
+		return;
+	if (from != AMP_CA_CWR && from != AMP_CA_RECOVERY)
+		return;
+	if (tp->snd_ssthresh < 0x7fffffff && (from == AMP_CA_CWR || tp->undo_marker))
+		tp->snd_cwnd = tp->snd_ssthresh;
+}
+
+/* amp_pacing sets the pacing rate as the kernel does after each ACK
+ * (amp_pacing_rate): MPTCP's scheduler picks subflows by it. */
+static __always_inline void amp_pacing(struct sock *sk)
+{
+	struct tcp_sock *tp = (struct tcp_sock *)sk;
+
+	sk->sk_pacing_rate = amp_pacing_rate(tp->mss_cache, tp->snd_cwnd, tp->snd_ssthresh, tp->packets_out,
+					     tp->srtt_us, sk->sk_max_pacing_rate);
+}
+
+/* amp_bpf_cwnd_event restarts the window after an idle period, which the
+ * kernel does only for controls without cong_control
+ * (tcp_slow_start_after_idle_check): at the first packet sent with none
+ * out (CA_EVENT_TX_START), when lsndtime still holds the last send, a
+ * window idle for more than an RTO is cut (amp_restart_cwnd) and the
+ * threshold keeps three quarters of it, unless
+ * net.ipv4.tcp_slow_start_after_idle is off. wVegas also starts a new
+ * round of measurements then. */
+#define AMP_INIT_CWND 10 /* TCP_INIT_CWND; a route's initcwnd is not read */
+
+static __always_inline void amp_bpf_cwnd_event(__u32 algo, struct sock *sk, __u32 ev)
+{
+	struct inet_connection_sock *icsk = (struct inet_connection_sock *)sk;
+	struct tcp_sock *tp = (struct tcp_sock *)sk;
+	struct amp_priv *p = amp_ready(algo, sk);
+	__s32 idle = (__s32)((__u32)bpf_jiffies64() - tp->lsndtime);
+	struct amp_tcp t;
+
+	if (ev == AMP_EV_TX_START && !tp->packets_out && idle > (__s32)icsk->icsk_rto &&
+	    sk->__sk_common.skc_net.net->ipv4.sysctl_tcp_slow_start_after_idle) {
+		amp_load(sk, &t);
+		tp->snd_ssthresh = amp_current_ssthresh(&t);
+		tp->snd_cwnd = amp_restart_cwnd(t.cwnd, AMP_INIT_CWND, idle, icsk->icsk_rto);
+	}
+	amp_load(sk, &t);
+	amp_cwnd_event(algo, p, &t, ev);
+}
+
 static __always_inline void amp_bpf_set_state(__u32 algo, struct sock *sk, __u8 state)
 {
 	struct amp_priv *p = amp_priv_of(sk);
@@ -398,17 +515,77 @@ static __always_inline void amp_bpf_set_state(__u32 algo, struct sock *sk, __u8 
 		return;
 	c = amp_couple(algo, sk, p);
 
-	amp_sane(sk, p); /* at the end of recovery the window was just set from the threshold */
+	amp_sane(sk, p);
+	amp_end_reduction(sk, state);
 	amp_load(sk, &t);
 	amp_set_state(algo, c, p, &t, state);
 }
 
+/* amp_bpf_undo restores the window before a reduction the kernel found
+ * spurious, but not one that amp_sane would bring back: the kernel copied
+ * prior_cwnd from the window when the reduction began, which may have been
+ * one of its own (see amp_sane). */
 static __always_inline __u32 amp_bpf_undo(struct sock *sk)
 {
+	struct amp_priv *p = amp_priv_of(sk);
 	struct amp_tcp t;
 
+	amp_sane(sk, p);
 	amp_load(sk, &t);
+	if (p->ready && p->last_ss && t.prior_cwnd > amp_bound(p)) {
+		t.prior_cwnd = 0;
+		amp_count(AMP_CNT_INSANE);
+	}
 	return amp_reno_undo(&t);
+}
+
+/* amp_repair runs at the start of cong_control, on every ACK. A threshold
+ * far above any this control returned means the kernel began a reduction
+ * without calling its ssthresh (traced: the threshold the kernel took was
+ * 2,165,326,096, the control's own state showed no call): it runs
+ * ssthresh now, on the window the reduction began from, so that the
+ * subflow reduces as it would have. */
+static __always_inline void amp_repair(__u32 algo, struct sock *sk)
+{
+	struct tcp_sock *tp = (struct tcp_sock *)sk;
+	struct amp_priv *p = amp_priv_of(sk);
+	__u32 ss = tp->snd_ssthresh;
+	struct amp_conn *c;
+	struct amp_tcp t;
+
+	if (!p->ready || !p->last_ss || ss == 0x7fffffff || ss <= amp_bound(p)) {
+		amp_sane(sk, p);
+		return;
+	}
+	c = amp_couple(algo, sk, p);
+	amp_load(sk, &t);
+	t.cwnd = t.prior_cwnd && t.prior_cwnd <= amp_bound(p) ? t.prior_cwnd : p->last_ss;
+	ss = amp_ssthresh(algo, c, p, &t);
+	tp->snd_ssthresh = ss;
+	p->last_ss = ss;
+	if (ss > p->max_set)
+		p->max_set = ss;
+	amp_count(AMP_CNT_INSANE);
+	amp_sane(sk, p);
+}
+
+/* amp_bpf_cong_control is tcp_cong_control: in CWR and Recovery the
+ * window follows PRR, otherwise it grows (cong_avoid) when the ACK
+ * delivered data in order, or any data once reordering was seen. */
+static __always_inline void amp_bpf_cong_control(__u32 algo, struct sock *sk, __u32 ack, int flag,
+						 const struct rate_sample *rs)
+{
+	struct tcp_sock *tp = (struct tcp_sock *)sk;
+	__u8 state = amp_ca_state(sk);
+	int progress = tp->reordering > AMP_REORDERING ? flag & AMP_FLAG_FORWARD_PROGRESS
+						       : flag & AMP_FLAG_DATA_ACKED;
+
+	amp_repair(algo, sk);
+	if (state == AMP_CA_CWR || state == AMP_CA_RECOVERY)
+		amp_prr(sk, amp_priv_of(sk), rs->acked_sacked, rs->losses, flag);
+	else if (progress)
+		amp_bpf_cong_avoid(algo, sk, ack, rs->acked_sacked);
+	amp_pacing(sk);
 }
 
 /* AMP_CC defines the programs of the congestion control amp_NAME. */
@@ -430,27 +607,29 @@ static __always_inline __u32 amp_bpf_undo(struct sock *sk)
 		amp_bpf_set_state(ALGO, sk, state);                                          \
 	}                                                                                    \
 	SEC("struct_ops")                                                                    \
-	__u32 BPF_PROG(NAME##_undo_cwnd, struct sock *sk) { return amp_bpf_undo(sk); }
+	__u32 BPF_PROG(NAME##_undo_cwnd, struct sock *sk) { return amp_bpf_undo(sk); }      \
+	SEC("struct_ops")                                                                    \
+	void BPF_PROG(NAME##_cwnd_event, struct sock *sk, enum tcp_ca_event ev)              \
+	{                                                                                    \
+		amp_bpf_cwnd_event(ALGO, sk, ev);                                            \
+	}                                                                                    \
+	SEC("struct_ops")                                                                    \
+	void BPF_PROG(NAME##_cong_control, struct sock *sk, __u32 ack, int flag,             \
+		      const struct rate_sample *rs)                                          \
+	{                                                                                    \
+		amp_bpf_cong_control(ALGO, sk, ack, flag, rs);                               \
+	}
 
 AMP_CC(lia, AMP_LIA)
 AMP_CC(olia, AMP_OLIA)
 AMP_CC(balia, AMP_BALIA)
 AMP_CC(wvegas, AMP_WVEGAS)
 
-/* wVegas also takes the RTT of every ACK and the restarts after idle. */
+/* wVegas also takes the RTT of every ACK. */
 SEC("struct_ops")
 void BPF_PROG(wvegas_pkts_acked, struct sock *sk, const struct ack_sample *sample)
 {
 	amp_pkts_acked(AMP_WVEGAS, amp_ready(AMP_WVEGAS, sk), sample->rtt_us);
-}
-
-SEC("struct_ops")
-void BPF_PROG(wvegas_cwnd_event, struct sock *sk, enum tcp_ca_event ev)
-{
-	struct amp_tcp t;
-
-	amp_load(sk, &t);
-	amp_cwnd_event(AMP_WVEGAS, amp_ready(AMP_WVEGAS, sk), &t, ev);
 }
 
 /* TCP_CONG_NON_RESTRICTED: listed in net.ipv4.tcp_allowed_congestion_control
@@ -462,6 +641,7 @@ void BPF_PROG(wvegas_cwnd_event, struct sock *sk, enum tcp_ca_event ev)
 	.init = (void *)NAME##_init, .release = (void *)NAME##_release,                     \
 	.cong_avoid = (void *)NAME##_cong_avoid, .ssthresh = (void *)NAME##_ssthresh,       \
 	.set_state = (void *)NAME##_set_state, .undo_cwnd = (void *)NAME##_undo_cwnd,       \
+	.cong_control = (void *)NAME##_cong_control, .cwnd_event = (void *)NAME##_cwnd_event, \
 	.flags = AMP_NON_RESTRICTED, .name = "amp_" #NAME
 
 SEC(".struct_ops.link")
@@ -477,7 +657,6 @@ SEC(".struct_ops.link")
 struct tcp_congestion_ops amp_wvegas = {
 	AMP_OPS(wvegas),
 	.pkts_acked = (void *)wvegas_pkts_acked,
-	.cwnd_event = (void *)wvegas_cwnd_event,
 };
 
 /* amp_reno: the kernel's Reno behind a BPF wrapper, the cost reference. */

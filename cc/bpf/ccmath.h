@@ -124,6 +124,74 @@ AMP_INLINE __u32 amp_reno_ssthresh(const struct amp_tcp *t) { return amp_max(t->
 
 AMP_INLINE __u32 amp_reno_undo(const struct amp_tcp *t) { return amp_max(t->cwnd, t->prior_cwnd); }
 
+/* amp_prr_cwnd is the window of the kernel's proportional rate reduction
+ * (tcp_cwnd_reduction, RFC 6937) after an ACK in CWR or Recovery that
+ * delivered newly packets: prior is the window when the reduction began,
+ * delivered the packets delivered since (this ACK's included), out those
+ * sent since. In flight above the threshold, the window falls in
+ * proportion to what is delivered; below it, it grows by what is
+ * delivered (one more when the ACK advanced snd_una and reported no new
+ * loss) up to the threshold. One packet at least until the reduction
+ * sent its first. The kernel's int arithmetic, kept: 64-bit where it
+ * multiplies. */
+AMP_INLINE __u32 amp_prr_cwnd(__u32 ssthresh, __u32 in_flight, __u32 prior, __u32 delivered, __u32 out,
+			      __u32 newly, int newly_lost, int una_advanced)
+{
+	int delta = (int)(ssthresh - in_flight), sndcnt;
+
+	if (delta < 0) {
+		__u64 dividend = (__u64)ssthresh * delivered + prior - 1;
+
+		sndcnt = (int)(dividend / prior) - (int)out;
+	} else {
+		sndcnt = (int)(delivered - out);
+		if (sndcnt < (int)newly)
+			sndcnt = (int)newly;
+		if (una_advanced && !newly_lost)
+			sndcnt++;
+		if (sndcnt > delta)
+			sndcnt = delta;
+	}
+	if (sndcnt < (out ? 0 : 1))
+		sndcnt = out ? 0 : 1;
+	return in_flight + sndcnt;
+}
+
+/* amp_restart_cwnd is the window after an idle period of idle jiffies
+ * (tcp_cwnd_restart, RFC 5681 §4.1): halved for each whole RTO of it,
+ * down to the initial window or the window if smaller. */
+AMP_INLINE __u32 amp_restart_cwnd(__u32 cwnd, __u32 init, __s32 idle, __u32 rto)
+{
+	__u32 restart = amp_min(init, cwnd);
+	int i;
+
+	/* The kernel's loop, bounded for the verifier: after 32 halvings
+	 * any window is below the initial one. */
+	for (i = 0; i < 32 && (idle -= (__s32)rto) > 0 && cwnd > restart; i++)
+		cwnd >>= 1;
+	return amp_max(cwnd, restart);
+}
+
+/* amp_pacing_rate is the kernel's pacing rate (tcp_update_pacing_rate),
+ * bytes per second: 200 % of mss × window / srtt in slow start, 120 %
+ * after (net.ipv4.tcp_pacing_ss_ratio and _ca_ratio at their defaults),
+ * the window at least what is out, srtt_us in 1/8 µs as the socket keeps
+ * it, at most max. */
+#define AMP_PACING_SS_RATIO 200
+#define AMP_PACING_CA_RATIO 120
+
+AMP_INLINE __u64 amp_pacing_rate(__u32 mss, __u32 cwnd, __u32 ssthresh, __u32 packets_out, __u32 srtt_us8,
+				 __u64 max)
+{
+	__u64 rate = (__u64)mss * ((1000000 / 100) << 3);
+
+	rate *= cwnd < ssthresh / 2 ? AMP_PACING_SS_RATIO : AMP_PACING_CA_RATIO;
+	rate *= amp_max(cwnd, packets_out);
+	if (srtt_us8)
+		rate /= srtt_us8;
+	return rate < max ? rate : max;
+}
+
 /* amp_credit grows (or, for OLIA, shrinks) the window by acked*c/cwnd
  * packets, c in 2^-16. |c| <= 2^17 and acked is cut to 2^16, so one
  * call adds less than 2^33 to a credit that stays within one window

@@ -22,12 +22,27 @@ typedef _Bool bool;
 
 #pragma clang attribute push(__attribute__((preserve_access_index)), apply_to = record)
 
+struct netns_ipv4 {
+	u8 sysctl_tcp_slow_start_after_idle;
+};
+
+struct net {
+	struct netns_ipv4 ipv4;
+};
+
+typedef struct {
+	struct net *net;
+} possible_net_t;
+
 struct sock_common {
 	volatile unsigned char skc_state;
+	possible_net_t skc_net;
 };
 
 struct sock {
 	struct sock_common __sk_common;
+	unsigned long sk_pacing_rate;
+	unsigned long sk_max_pacing_rate;
 };
 
 struct tcp_ulp_ops {
@@ -37,6 +52,8 @@ struct tcp_ulp_ops {
 struct inet_connection_sock {
 	const struct tcp_ulp_ops *icsk_ulp_ops;
 	void *icsk_ulp_data;
+	u32 icsk_rto;
+	u8 icsk_ca_state : 5;
 	u64 icsk_ca_priv[13];
 };
 
@@ -53,6 +70,15 @@ struct tcp_sock {
 	u32 snd_cwnd_cnt;
 	u32 snd_cwnd_clamp;
 	u32 prior_cwnd;
+	u32 packets_out;
+	u32 sacked_out;
+	u32 lost_out;
+	u32 retrans_out;
+	u32 prr_out;
+	u32 high_seq;
+	u32 undo_marker;
+	u32 reordering;
+	u32 lsndtime;
 };
 
 /* net/mptcp/protocol.h: the ULP data of a subflow. */
@@ -71,7 +97,10 @@ struct ack_sample {
 	u32 in_flight;
 };
 
-struct rate_sample;
+struct rate_sample {
+	int losses;
+	u32 acked_sacked;
+};
 union tcp_cc_info;
 
 enum tcp_ca_event {

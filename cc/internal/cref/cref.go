@@ -24,6 +24,9 @@ static void cref_cwnd_event(__u32 algo, struct amp_priv *p, struct amp_tcp *t, _
 static __u32 cref_undo(struct amp_tcp *t) { return amp_reno_undo(t); }
 static int cref_claim(struct amp_conn *c, __u32 id) { return amp_claim(c, id); }
 static int cref_leave(struct amp_conn *c, __u32 i) { return amp_leave(c, i); }
+static __u32 cref_prr_cwnd(__u32 ss, __u32 in_flight, __u32 prior, __u32 delivered, __u32 out, __u32 newly, int lost, int adv) { return amp_prr_cwnd(ss, in_flight, prior, delivered, out, newly, lost, adv); }
+static __u32 cref_restart_cwnd(__u32 cwnd, __u32 init, __s32 idle, __u32 rto) { return amp_restart_cwnd(cwnd, init, idle, rto); }
+static __u64 cref_pacing_rate(__u32 mss, __u32 cwnd, __u32 ss, __u32 out, __u32 srtt8, __u64 max) { return amp_pacing_rate(mss, cwnd, ss, out, srtt8, max); }
 */
 import "C"
 
@@ -172,4 +175,29 @@ func (s *Sock) Leave() bool {
 	last := C.cref_leave(c, C.__u32(s.p.slot)) != 0
 	s.p.slot = C.AMP_NO_SLOT
 	return last
+}
+
+// PRRCwnd runs amp_prr_cwnd: the window of the proportional rate
+// reduction after an ACK that delivered newly packets.
+func PRRCwnd(ssthresh, inFlight, prior, delivered, out, newly uint32, newlyLost, unaAdvanced bool) uint32 {
+	return uint32(C.cref_prr_cwnd(C.__u32(ssthresh), C.__u32(inFlight), C.__u32(prior), C.__u32(delivered),
+		C.__u32(out), C.__u32(newly), cbool(newlyLost), cbool(unaAdvanced)))
+}
+
+// RestartCwnd runs amp_restart_cwnd.
+func RestartCwnd(cwnd, init uint32, idle int32, rto uint32) uint32 {
+	return uint32(C.cref_restart_cwnd(C.__u32(cwnd), C.__u32(init), C.__s32(idle), C.__u32(rto)))
+}
+
+// PacingRate runs amp_pacing_rate.
+func PacingRate(mss, cwnd, ssthresh, packetsOut, srttUs8 uint32, max uint64) uint64 {
+	return uint64(C.cref_pacing_rate(C.__u32(mss), C.__u32(cwnd), C.__u32(ssthresh), C.__u32(packetsOut),
+		C.__u32(srttUs8), C.__u64(max)))
+}
+
+func cbool(b bool) C.int {
+	if b {
+		return 1
+	}
+	return 0
 }
