@@ -37,8 +37,8 @@ func PRRCwnd(ssthresh, inFlight, prior, delivered, out, newly uint32, newlyLost,
 // it while the window is below half the threshold, 120 % after (the
 // defaults of net.ipv4.tcp_pacing_ss_ratio and _ca_ratio), the window at
 // least the packets out, srtt in 1/8 µs as the socket keeps it, at most
-// max.
-func PacingRate(mss, cwnd, ssthresh, packetsOut, srttUs8 uint32, max uint64) uint64 {
+// maxRate.
+func PacingRate(mss, cwnd, ssthresh, packetsOut, srttUs8 uint32, maxRate uint64) uint64 {
 	rate := uint64(mss) * ((1_000_000 / 100) << 3)
 	if cwnd < ssthresh/2 {
 		rate *= 200
@@ -53,7 +53,7 @@ func PacingRate(mss, cwnd, ssthresh, packetsOut, srttUs8 uint32, max uint64) uin
 	if srttUs8 != 0 {
 		rate /= uint64(srttUs8)
 	}
-	return min(rate, max)
+	return min(rate, maxRate)
 }
 
 // RestartCwnd is the window after an idle period of idle jiffies

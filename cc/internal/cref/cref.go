@@ -190,9 +190,9 @@ func RestartCwnd(cwnd, init uint32, idle int32, rto uint32) uint32 {
 }
 
 // PacingRate runs amp_pacing_rate.
-func PacingRate(mss, cwnd, ssthresh, packetsOut, srttUs8 uint32, max uint64) uint64 {
+func PacingRate(mss, cwnd, ssthresh, packetsOut, srttUs8 uint32, maxRate uint64) uint64 {
 	return uint64(C.cref_pacing_rate(C.__u32(mss), C.__u32(cwnd), C.__u32(ssthresh), C.__u32(packetsOut),
-		C.__u32(srttUs8), C.__u64(max)))
+		C.__u32(srttUs8), C.__u64(maxRate)))
 }
 
 func cbool(b bool) C.int {
