@@ -61,7 +61,6 @@ const (
 	ccMapAmpSweep           = "amp_sweep"
 	ccMapAmpWvegas          = "amp_wvegas"
 	ccProgAmpSubflowCc      = "amp_subflow_cc"
-	ccProgBaliaCongAvoid    = "balia_cong_avoid"
 	ccProgBaliaCongControl  = "balia_cong_control"
 	ccProgBaliaCwndEvent    = "balia_cwnd_event"
 	ccProgBaliaInit         = "balia_init"
@@ -69,7 +68,6 @@ const (
 	ccProgBaliaSetState     = "balia_set_state"
 	ccProgBaliaSsthresh     = "balia_ssthresh"
 	ccProgBaliaUndoCwnd     = "balia_undo_cwnd"
-	ccProgLiaCongAvoid      = "lia_cong_avoid"
 	ccProgLiaCongControl    = "lia_cong_control"
 	ccProgLiaCwndEvent      = "lia_cwnd_event"
 	ccProgLiaInit           = "lia_init"
@@ -77,7 +75,6 @@ const (
 	ccProgLiaSetState       = "lia_set_state"
 	ccProgLiaSsthresh       = "lia_ssthresh"
 	ccProgLiaUndoCwnd       = "lia_undo_cwnd"
-	ccProgOliaCongAvoid     = "olia_cong_avoid"
 	ccProgOliaCongControl   = "olia_cong_control"
 	ccProgOliaCwndEvent     = "olia_cwnd_event"
 	ccProgOliaInit          = "olia_init"
@@ -88,7 +85,6 @@ const (
 	ccProgRenoCongAvoid     = "reno_cong_avoid"
 	ccProgRenoSsthresh      = "reno_ssthresh"
 	ccProgRenoUndoCwnd      = "reno_undo_cwnd"
-	ccProgWvegasCongAvoid   = "wvegas_cong_avoid"
 	ccProgWvegasCongControl = "wvegas_cong_control"
 	ccProgWvegasCwndEvent   = "wvegas_cwnd_event"
 	ccProgWvegasInit        = "wvegas_init"
@@ -143,7 +139,6 @@ type ccSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type ccProgramSpecs struct {
 	AmpSubflowCc      *ebpf.ProgramSpec `ebpf:"amp_subflow_cc"`
-	BaliaCongAvoid    *ebpf.ProgramSpec `ebpf:"balia_cong_avoid"`
 	BaliaCongControl  *ebpf.ProgramSpec `ebpf:"balia_cong_control"`
 	BaliaCwndEvent    *ebpf.ProgramSpec `ebpf:"balia_cwnd_event"`
 	BaliaInit         *ebpf.ProgramSpec `ebpf:"balia_init"`
@@ -151,7 +146,6 @@ type ccProgramSpecs struct {
 	BaliaSetState     *ebpf.ProgramSpec `ebpf:"balia_set_state"`
 	BaliaSsthresh     *ebpf.ProgramSpec `ebpf:"balia_ssthresh"`
 	BaliaUndoCwnd     *ebpf.ProgramSpec `ebpf:"balia_undo_cwnd"`
-	LiaCongAvoid      *ebpf.ProgramSpec `ebpf:"lia_cong_avoid"`
 	LiaCongControl    *ebpf.ProgramSpec `ebpf:"lia_cong_control"`
 	LiaCwndEvent      *ebpf.ProgramSpec `ebpf:"lia_cwnd_event"`
 	LiaInit           *ebpf.ProgramSpec `ebpf:"lia_init"`
@@ -159,7 +153,6 @@ type ccProgramSpecs struct {
 	LiaSetState       *ebpf.ProgramSpec `ebpf:"lia_set_state"`
 	LiaSsthresh       *ebpf.ProgramSpec `ebpf:"lia_ssthresh"`
 	LiaUndoCwnd       *ebpf.ProgramSpec `ebpf:"lia_undo_cwnd"`
-	OliaCongAvoid     *ebpf.ProgramSpec `ebpf:"olia_cong_avoid"`
 	OliaCongControl   *ebpf.ProgramSpec `ebpf:"olia_cong_control"`
 	OliaCwndEvent     *ebpf.ProgramSpec `ebpf:"olia_cwnd_event"`
 	OliaInit          *ebpf.ProgramSpec `ebpf:"olia_init"`
@@ -170,7 +163,6 @@ type ccProgramSpecs struct {
 	RenoCongAvoid     *ebpf.ProgramSpec `ebpf:"reno_cong_avoid"`
 	RenoSsthresh      *ebpf.ProgramSpec `ebpf:"reno_ssthresh"`
 	RenoUndoCwnd      *ebpf.ProgramSpec `ebpf:"reno_undo_cwnd"`
-	WvegasCongAvoid   *ebpf.ProgramSpec `ebpf:"wvegas_cong_avoid"`
 	WvegasCongControl *ebpf.ProgramSpec `ebpf:"wvegas_cong_control"`
 	WvegasCwndEvent   *ebpf.ProgramSpec `ebpf:"wvegas_cwnd_event"`
 	WvegasInit        *ebpf.ProgramSpec `ebpf:"wvegas_init"`
@@ -263,7 +255,6 @@ type ccVariables struct {
 // It can be passed to loadCcObjects or ebpf.CollectionSpec.LoadAndAssign.
 type ccPrograms struct {
 	AmpSubflowCc      *ebpf.Program `ebpf:"amp_subflow_cc"`
-	BaliaCongAvoid    *ebpf.Program `ebpf:"balia_cong_avoid"`
 	BaliaCongControl  *ebpf.Program `ebpf:"balia_cong_control"`
 	BaliaCwndEvent    *ebpf.Program `ebpf:"balia_cwnd_event"`
 	BaliaInit         *ebpf.Program `ebpf:"balia_init"`
@@ -271,7 +262,6 @@ type ccPrograms struct {
 	BaliaSetState     *ebpf.Program `ebpf:"balia_set_state"`
 	BaliaSsthresh     *ebpf.Program `ebpf:"balia_ssthresh"`
 	BaliaUndoCwnd     *ebpf.Program `ebpf:"balia_undo_cwnd"`
-	LiaCongAvoid      *ebpf.Program `ebpf:"lia_cong_avoid"`
 	LiaCongControl    *ebpf.Program `ebpf:"lia_cong_control"`
 	LiaCwndEvent      *ebpf.Program `ebpf:"lia_cwnd_event"`
 	LiaInit           *ebpf.Program `ebpf:"lia_init"`
@@ -279,7 +269,6 @@ type ccPrograms struct {
 	LiaSetState       *ebpf.Program `ebpf:"lia_set_state"`
 	LiaSsthresh       *ebpf.Program `ebpf:"lia_ssthresh"`
 	LiaUndoCwnd       *ebpf.Program `ebpf:"lia_undo_cwnd"`
-	OliaCongAvoid     *ebpf.Program `ebpf:"olia_cong_avoid"`
 	OliaCongControl   *ebpf.Program `ebpf:"olia_cong_control"`
 	OliaCwndEvent     *ebpf.Program `ebpf:"olia_cwnd_event"`
 	OliaInit          *ebpf.Program `ebpf:"olia_init"`
@@ -290,7 +279,6 @@ type ccPrograms struct {
 	RenoCongAvoid     *ebpf.Program `ebpf:"reno_cong_avoid"`
 	RenoSsthresh      *ebpf.Program `ebpf:"reno_ssthresh"`
 	RenoUndoCwnd      *ebpf.Program `ebpf:"reno_undo_cwnd"`
-	WvegasCongAvoid   *ebpf.Program `ebpf:"wvegas_cong_avoid"`
 	WvegasCongControl *ebpf.Program `ebpf:"wvegas_cong_control"`
 	WvegasCwndEvent   *ebpf.Program `ebpf:"wvegas_cwnd_event"`
 	WvegasInit        *ebpf.Program `ebpf:"wvegas_init"`
@@ -304,7 +292,6 @@ type ccPrograms struct {
 func (p *ccPrograms) Close() error {
 	return _CcClose(
 		p.AmpSubflowCc,
-		p.BaliaCongAvoid,
 		p.BaliaCongControl,
 		p.BaliaCwndEvent,
 		p.BaliaInit,
@@ -312,7 +299,6 @@ func (p *ccPrograms) Close() error {
 		p.BaliaSetState,
 		p.BaliaSsthresh,
 		p.BaliaUndoCwnd,
-		p.LiaCongAvoid,
 		p.LiaCongControl,
 		p.LiaCwndEvent,
 		p.LiaInit,
@@ -320,7 +306,6 @@ func (p *ccPrograms) Close() error {
 		p.LiaSetState,
 		p.LiaSsthresh,
 		p.LiaUndoCwnd,
-		p.OliaCongAvoid,
 		p.OliaCongControl,
 		p.OliaCwndEvent,
 		p.OliaInit,
@@ -331,7 +316,6 @@ func (p *ccPrograms) Close() error {
 		p.RenoCongAvoid,
 		p.RenoSsthresh,
 		p.RenoUndoCwnd,
-		p.WvegasCongAvoid,
 		p.WvegasCongControl,
 		p.WvegasCwndEvent,
 		p.WvegasInit,

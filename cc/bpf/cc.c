@@ -588,17 +588,15 @@ static __always_inline void amp_bpf_cong_control(__u32 algo, struct sock *sk, __
 	amp_pacing(sk);
 }
 
-/* AMP_CC defines the programs of the congestion control amp_NAME. */
+/* AMP_CC defines the programs of the congestion control amp_NAME. It has
+ * no cong_avoid: the kernel calls it only for controls without
+ * cong_control (tcp_cong_control), and cong_control grows the window
+ * itself (amp_bpf_cong_avoid). */
 #define AMP_CC(NAME, ALGO)                                                                   \
 	SEC("struct_ops")                                                                    \
 	void BPF_PROG(NAME##_init, struct sock *sk) { amp_bpf_init(ALGO, sk); }              \
 	SEC("struct_ops")                                                                    \
 	void BPF_PROG(NAME##_release, struct sock *sk) { amp_bpf_release(sk); }              \
-	SEC("struct_ops")                                                                    \
-	void BPF_PROG(NAME##_cong_avoid, struct sock *sk, __u32 ack, __u32 acked)            \
-	{                                                                                    \
-		amp_bpf_cong_avoid(ALGO, sk, ack, acked);                                    \
-	}                                                                                    \
 	SEC("struct_ops")                                                                    \
 	__u32 BPF_PROG(NAME##_ssthresh, struct sock *sk) { return amp_bpf_ssthresh(ALGO, sk); } \
 	SEC("struct_ops")                                                                    \
@@ -639,7 +637,7 @@ void BPF_PROG(wvegas_pkts_acked, struct sock *sk, const struct ack_sample *sampl
 
 #define AMP_OPS(NAME)                                                                        \
 	.init = (void *)NAME##_init, .release = (void *)NAME##_release,                     \
-	.cong_avoid = (void *)NAME##_cong_avoid, .ssthresh = (void *)NAME##_ssthresh,       \
+	.ssthresh = (void *)NAME##_ssthresh,                                                 \
 	.set_state = (void *)NAME##_set_state, .undo_cwnd = (void *)NAME##_undo_cwnd,       \
 	.cong_control = (void *)NAME##_cong_control, .cwnd_event = (void *)NAME##_cwnd_event, \
 	.flags = AMP_NON_RESTRICTED, .name = "amp_" #NAME
