@@ -3,6 +3,7 @@ package traffic
 import (
 	"errors"
 	"net"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -95,16 +96,19 @@ func (s *senderSampler) keep(err error) {
 }
 
 func (s *senderSampler) recordFull(now time.Time, fi *mptcp.FullInfo) {
-	s.subflows = max(s.subflows, len(fi.Subflows))
+	// The kernel lists a subflow it is still creating with ID 0 and no
+	// local address: not a path yet, and never again under that ID.
+	subflows := slices.DeleteFunc(slices.Clone(fi.Subflows), func(sf mptcp.SubflowInfo) bool { return sf.ID == 0 })
+	s.subflows = max(s.subflows, len(subflows))
 	s.rec.Record(Record{
 		Time: now, Flow: s.flow, Kind: KindConnection, Role: Sender,
 		BytesSent:    fi.Info.BytesSent,
 		BytesAcked:   fi.Info.BytesAcked,
 		BytesRetrans: fi.Info.BytesRetrans,
 		Retransmits:  fi.Info.Retransmits,
-		Subflows:     uint8(len(fi.Subflows)),
+		Subflows:     uint8(len(subflows)),
 	})
-	for _, sf := range fi.Subflows {
+	for _, sf := range subflows {
 		r := Record{Time: now, Flow: s.flow, Kind: KindSubflow, Role: Sender,
 			Subflow: sf.ID, Local: sf.Local, Remote: sf.Remote}
 		fillTCP(&r, sf.TCP)

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/amptcp/amptcp/mptcp"
 )
 
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -211,5 +213,21 @@ func TestAllToAll(t *testing.T) {
 	want := "bg/a>b@10.0.0.2:1 bg/a>c@10.0.0.3:1 bg/b>a@10.0.0.1:1 bg/b>c@10.0.0.3:1 bg/c>a@10.0.0.1:1 bg/c>b@10.0.0.2:1"
 	if strings.Join(got, " ") != want {
 		t.Errorf("AllToAll: %s; want %s", strings.Join(got, " "), want)
+	}
+}
+
+// TestRecordFullSkipsUnnumbered: a subflow the kernel lists while it is
+// still creating it (ID 0, no local address) gives no subflow record and
+// is not counted, so that a sample never shows a path that is not one.
+func TestRecordFullSkipsUnnumbered(t *testing.T) {
+	rec := &Collector{}
+	s := &senderSampler{flow: "f1", rec: rec}
+	s.recordFull(t0, &mptcp.FullInfo{Subflows: []mptcp.SubflowInfo{
+		{ID: 1, Local: netip.MustParseAddrPort("10.1.1.1:40000"), Remote: netip.MustParseAddrPort("10.1.1.2:5001")},
+		{ID: 0, Remote: netip.MustParseAddrPort("10.1.2.2:5001")},
+	}})
+	subs, conns := ofKind(rec.Records(), KindSubflow), ofKind(rec.Records(), KindConnection)
+	if len(subs) != 1 || subs[0].Subflow != 1 || len(conns) != 1 || conns[0].Subflows != 1 || s.subflows != 1 {
+		t.Errorf("subflow records %+v, connection records %+v, most subflows %d; want subflow 1 only", subs, conns, s.subflows)
 	}
 }
