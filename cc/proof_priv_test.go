@@ -316,40 +316,32 @@ const settle = 2 * time.Second
 // path, and Linux's Vegas keeps 2-4 packets queued where a wVegas
 // connection keeps 10).
 //
-// The bounds are the model's on this scenario (cc/model/netsim,
-// TestSharedBottleneckModel: the Go model of the controls, the drop-tail
-// queue, SACK and RACK as Linux has them; 200 runs of each). Uncoupled
-// Reno takes 0.667 there, 0.64-0.71 in a run of 10 s: the queue's
-// synchronised losses hit the three flows alike, and nothing else tells
-// a subflow from the TCP flow. On the rig it takes 0.47-0.64 a run
-// (median about 0.53): the queue drops three to five times as large a
-// share of each subflow's packets as of the TCP flow's (counted by
-// capture before and after the queue), though the subflows send in
-// bursts as the TCP flow does, answer ACKs as fast and always have data
-// queued, and a connection of one subflow competes with the TCP flow as
-// an equal. What in the kernel's MPTCP with two subflows does it is not
-// found; each subflow then takes about half a TCP flow's rate. So the
-// test does not bound uncoupled Reno's share: it checks that both its
-// subflows carried traffic (a quarter of the connection's each) and
-// compares each coupled control with it, repetition by repetition.
-// A coupled control takes 0.48-0.52 (medians), but single runs spread
-// over 0.36-0.63 (95 %), and LIA's and wVegas's spread does not narrow in
-// longer runs (LIA's subflows drift apart; wVegas's base RTTs depend on
-// which flow came first); the medians of seven runs stayed within
-// 0.43-0.59 in the model. On the rig a coupled connection's subflows pay
-// what uncoupled Reno's do: a connection that took what one of them takes
-// would get a third of the link, and the medians were 0.34-0.46; hence
-// 0.25-0.6 on seven repetitions (a control held at three packets takes
-// 0.08). Each loss-based control
-// is compared with the Reno run of its own repetition, one to three runs
-// away, so that a change of the machine's load between repetitions weighs
-// on both sides: Reno's share minus the control's has medians of seven of
-// at least 0.08 in the model, and -0.01 to 0.01 for a control that
-// behaves as uncoupled Reno (which also takes 0.667, above 0.6). The
-// model's runs miss these bounds in one set of seven repetitions in
-// about 250 (one in 90 with five, one in 24 with three), on LIA's or
-// BALIA's high runs; compared unpaired, one in 310: the model's runs are
-// independent, and pairing pays only when the load drifts.
+// What uncoupled Reno takes is not bounded: on this kernel it takes
+// 0.44-0.65 a run (median 0.53), not the 0.667 of two TCP flows against
+// one (the model, cc/model/netsim TestSharedBottleneckModel, and the rig
+// with two TCP flows or two MPTCP connections of one subflow each). Two
+// subflows of one connection lose three to five times as large a share
+// of their packets at the queue as the TCP flow; docs/cc.md has the
+// captures. The test checks that both its subflows carried traffic (a
+// quarter of the connection's each) and compares each coupled control
+// with it. A coupled connection's subflows pay the same: its share is
+// bounded by 0.25-0.6 (medians on the rig 0.34-0.46, in the model
+// 0.43-0.59; a control held at three packets takes 0.08).
+//
+// Clearly less than uncoupled Reno: Reno runs twice in each repetition,
+// and each loss-based control's share is subtracted from the mean of
+// the two, one or two runs away from it, so that the machine's load
+// drifting between repetitions weighs on both sides; the median of the
+// differences over the repetitions must be at least sharedRenoGap. The
+// numbers are TestSharedBottleneckDesign's: it resamples 63 runs of each
+// control on the rig (testdata/shared-bottleneck-runs.txt; Reno's sd
+// 0.043 a run, the controls' 0.069-0.088, the gap's mean 0.11, where the
+// model predicts 0.167) and finds that a run of this test with correct
+// controls misses the bound about once in 35, and that a control that
+// behaves as uncoupled Reno passes it about once in 150. (Seven
+// repetitions and 0.07, the design before, fail about one run in four:
+// three of the nine recorded did.) wVegas has no Reno comparison; its share
+// varies little (sd 0.016), and sharedWVegasReps bound it.
 func TestSharedBottleneck(t *testing.T) {
 	requireLong(t)
 	loadAll(t)
@@ -363,14 +355,18 @@ func TestSharedBottleneck(t *testing.T) {
 	// but from the one it started from: a competitor of one subflow
 	// starts from address 2 (it had two subflows from address 3).
 	from := map[bool]int{false: 3, true: 2}
-	const reps = 7
 	shares := map[string][]float64{} // by control, repetition by repetition
-	for rep := range reps {
-		// Reno second, after a coupled control; they take turns.
-		order := []string{Coupled[rep%len(Coupled)], "reno"}
-		for i := 1; i < len(Coupled); i++ {
-			order = append(order, Coupled[(i+rep)%len(Coupled)])
+	for rep := range sharedReps {
+		var controls []string // rotated, so that each comes first in turn
+		for i := range Coupled {
+			n := Coupled[(i+rep)%len(Coupled)]
+			if n != WVegas || rep < sharedWVegasReps {
+				controls = append(controls, n)
+			}
 		}
+		// Reno second and last: every control one or two runs from one.
+		order := append([]string{controls[0], "reno"}, controls[1:]...)
+		order = append(order, "reno")
 		for _, n := range order {
 			tcpCC := cmp.Or(tcpOf[n], "reno")
 			what := fmt.Sprintf("rep %d, %s against %s TCP", rep, n, tcpCC)
@@ -399,8 +395,11 @@ func TestSharedBottleneck(t *testing.T) {
 			shares[n] = append(shares[n], share)
 		}
 	}
-	reno := shares["reno"]
-	t.Logf("shares: reno %.3f (median %.3f)", reno, median(reno))
+	var reno []float64 // the mean of each repetition's two runs
+	for i := 0; i+1 < len(shares["reno"]); i += 2 {
+		reno = append(reno, (shares["reno"][i]+shares["reno"][i+1])/2)
+	}
+	t.Logf("shares: reno %.3f, by repetition %.3f (median %.3f)", shares["reno"], reno, median(reno))
 	for _, n := range Coupled {
 		s := median(shares[n])
 		t.Logf("shares: %s %.3f (median %.3f)", n, shares[n], s)
@@ -414,8 +413,8 @@ func TestSharedBottleneck(t *testing.T) {
 		for i, x := range shares[n] {
 			less = append(less, reno[i]-x)
 		}
-		if g := median(less); g < 0.07 {
-			t.Errorf("%s took less than uncoupled Reno beside it by %.3f (median; by repetition %.3f), want at least 0.07", n, g, less)
+		if g := median(less); g < sharedRenoGap {
+			t.Errorf("%s took less than uncoupled Reno beside it by %.3f (median; by repetition %.3f), want at least %.3f", n, g, less, sharedRenoGap)
 		}
 	}
 }
