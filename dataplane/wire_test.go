@@ -260,7 +260,7 @@ func TestUserSpaceETR(t *testing.T) {
 		for family, ends := range servers {
 			t.Run(fmt.Sprintf("TCP %s %s", family, name), func(t *testing.T) {
 				transfer(t, hostA, etr, netip.AddrPortFrom(netip.MustParseAddr(ends[0]), 0),
-					net.JoinHostPort(ends[1], "0"), false, 4<<20)
+					net.JoinHostPort(ends[1], "0"), false, 4<<20, nil)
 			})
 			t.Run(fmt.Sprintf("UDP %s %s", family, name), func(t *testing.T) {
 				sendUDP(t, hostA, etr, ends[0], ends[1], gso)
