@@ -62,12 +62,13 @@ func docExperiment(t *testing.T, name string, edits [][2]string) *scenario.Scena
 
 // TestDocExperiment runs docs/lab.md's example experiment, demo-exp on the
 // example topology, shortened to two runs (pm tcp and amptcp, with the
-// core-flap failure: xtra-core down from 3 s to 6 s) and two files, and
-// checks what a user reading the docs would: every run and flow
-// succeeded over the variant's protocol with cubic, the failure's events
-// were applied on time, the files arrived whole, the background UDP
-// delivered its 1 Mbit/s but for the topology's losses and the outage,
-// and the saturated upload dipped during the outage and came back.
+// core-flap failure: xtra-core down from 3 s to 6 s), two files and the
+// upload from 1 s, and checks what a user reading the docs would: every
+// run and flow succeeded over the variant's protocol with cubic, the
+// failure's events were applied on time, the files arrived whole, the
+// background UDP delivered its 1 Mbit/s but for the topology's losses
+// and the outage, and the saturated upload dipped during the outage and
+// came back.
 //
 // Which flows the outage touches depends on the topology's paths: site b
 // registers only its ELP through rtr1, so everything the client sends
@@ -94,6 +95,11 @@ func TestDocExperiment(t *testing.T) {
 		// The flows end at 12 s (the upload), and its send buffer
 		// drains by 16 s even after a late recovery.
 		{`(?m)^timeout: .*$`, "timeout: 30s"},
+		// The upload a second earlier than the docs': it started 1 s
+		// before the outage, and a SYN lost on xtra-rtr1 (3 %) went
+		// again as the outage began; the connection came up only once
+		// the link was back, with nothing to stall.
+		{`at: 2s\}`, "at: 1s}"},
 	})
 	want := s.Runs()
 	res, _ := runTestScenario(t, s, "experiment.yaml")
@@ -280,11 +286,15 @@ func checkBackground(t *testing.T, r *results.Run, start time.Duration, f traffi
 // the hash put its ACKs on xtra-core, which the test logs.
 //
 // A-MPTCP repairs: when another subflow was acknowledged meanwhile, the
-// pm destroys the stalled one and opens another (docs/pm.md), which xtrb
-// binds to the other RLOC and which is acknowledged before the link is
-// back. When no subflow was (all of the connection's on xtra-core's
-// RLOC), the pm's stall rule does not fire and the connection waits for
-// the kernel's retransmissions like TCP: then nothing is required here.
+// pm destroys the stalled one and opens another (docs/pm.md), in the
+// outage, and that subflow carries data. It is usually acknowledged
+// before the link is back (the test logs whether), but how soon is
+// timing: on a busy machine the pm's creates took longer than its retry
+// interval, and a CI run opened 8 subflows in the outage, none
+// acknowledged before the return. When no subflow was acknowledged (all
+// of the connection's on xtra-core's RLOC), the pm's stall rule does
+// not fire and the connection waits for the kernel's retransmissions
+// like TCP: then nothing is required here.
 //
 // It recovers: the receiver gets data again after the link's return,
 // before the run ends (its timeout is 24 s after the return). The
@@ -329,26 +339,29 @@ func checkSaturated(t *testing.T, r *results.Run, p scenario.Planned, f traffic.
 	if f.Protocol != traffic.MPTCP {
 		return
 	}
-	var dipped, kept, repaired []uint8
+	var dipped, kept, repaired, repairedInTime []uint8
 	for id, c := range acked {
 		grew := c.at(up) > c.at(stalled)
 		switch {
 		case c.first() < down && c.at(down) > 0 && !grew:
 			dipped = append(dipped, id)
-		case c.first() >= down && grew:
+		case c.first() >= down && c.first() < up && c.at(end+time.Hour) > 0:
 			repaired = append(repaired, id)
+			if grew {
+				repairedInTime = append(repairedInTime, id)
+			}
 		}
 		if grew {
 			kept = append(kept, id)
 		}
 	}
-	t.Logf("run %s: %s: subflows %d; stalled in the outage %v, acknowledged in it %v, opened in it and acknowledged %v",
-		r.ID, f.ID, len(acked), dipped, kept, repaired)
+	t.Logf("run %s: %s: subflows %d; stalled in the outage %v, acknowledged in it %v, opened in it and acknowledged %v (in it %v)",
+		r.ID, f.ID, len(acked), dipped, kept, repaired, repairedInTime)
 	if len(dipped) == 0 {
 		t.Errorf("run %s: %s: no subflow stalled during the outage", r.ID, f.ID)
 	}
 	if len(kept) > 0 && len(repaired) == 0 {
-		t.Errorf("run %s: %s: subflows %v kept going in the outage, but the pm opened no subflow that carried data", r.ID, f.ID, kept)
+		t.Errorf("run %s: %s: subflows %v kept going in the outage, but the pm opened no subflow in it that carried data", r.ID, f.ID, kept)
 	}
 }
 
