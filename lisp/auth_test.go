@@ -153,3 +153,42 @@ func TestAuthenticatorReuse(t *testing.T) {
 		t.Errorf("Verify with a reused Authenticator allocates %.1f times", n)
 	}
 }
+
+// The Map-Notify that acknowledges a Map-Register is the one encoding its
+// fields gives, with or without an xTR-ID, and signs like it.
+func TestAppendNotifyFor(t *testing.T) {
+	for _, xtrID := range []*lisp.XTRID{testXTRID, nil} {
+		reg := &lisp.MapRegister{ProxyReply: true, MergeRequest: true, WantMapNotify: true, Nonce: 7,
+			Auth:    lisp.Auth{KeyID: 1, Algorithm: lisp.AuthHMACSHA256},
+			Records: []lisp.MapRecord{registeredRecord, registeredRecord}, XTRID: xtrID}
+		raw, err := reg.AppendSigned(nil, []byte("key"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := lisp.AppendNotifyFor([]byte("head"), raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := lisp.MapNotify{Nonce: 7, Auth: lisp.Auth{KeyID: 1, Algorithm: lisp.AuthHMACSHA256, Data: make([]byte, 32)},
+			Records: reg.Records, XTRID: xtrID}
+		want, err := n.AppendBinary([]byte("head"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("xTR-ID %v: AppendNotifyFor = %x, want %x", xtrID != nil, got, want)
+		}
+		if err := lisp.Sign(got[4:], []byte("key")); err != nil || lisp.Verify(got[4:], []byte("key")) != nil {
+			t.Errorf("xTR-ID %v: signing the Map-Notify: %v", xtrID != nil, err)
+		}
+	}
+	for _, bad := range [][]byte{nil, signedRegister(t, lisp.AuthHMACSHA256, "key")[:15], {byte(lisp.TypeMapNotify << 4), 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0}} {
+		if _, err := lisp.AppendNotifyFor(nil, bad); err == nil {
+			t.Errorf("AppendNotifyFor(%x) took it", bad)
+		}
+	}
+	short := signedRegister(t, lisp.AuthHMACSHA256, "key")[:40] // cut in its HMAC
+	if _, err := lisp.AppendNotifyFor(nil, short); err == nil {
+		t.Error("AppendNotifyFor took a Map-Register cut in its authentication data")
+	}
+}

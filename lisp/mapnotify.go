@@ -92,6 +92,32 @@ func (m *MapNotify) appendAs(b []byte, t MsgType) ([]byte, error) {
 	return appendXTRID(b, m.XTRID), nil
 }
 
+// AppendNotifyFor appends the Map-Notify that acknowledges reg, the bytes
+// of a Map-Register: its nonce, Key ID, algorithm, records and xTR-ID,
+// the records copied as they came rather than decoded and encoded again
+// (RFC 9301 §5.7 has the Map-Notify carry the Map-Register's records;
+// lispers.net copies them too). The authentication data keeps its length
+// and is zeroed, for Sign or an Authenticator to fill in. reg must be a
+// Map-Register that DecodeFromBytes took: only its type and its
+// authentication section's bounds are checked here.
+func AppendNotifyFor(b, reg []byte) ([]byte, error) {
+	if len(reg) < authDataOffset || MsgType(reg[0]>>4) != TypeMapRegister {
+		return nil, encodeError("Map-Notify", "acknowledges %d bytes that are no Map-Register", len(reg))
+	}
+	n := int(binary.BigEndian.Uint16(reg[14:16]))
+	if len(reg) < authDataOffset+n {
+		return nil, encodeError("Map-Notify", "Map-Register of %d bytes is shorter than its %d bytes of authentication data", len(reg), n)
+	}
+	w := uint32(TypeMapNotify)<<28 | uint32(reg[3])
+	if binary.BigEndian.Uint32(reg)&mregXTRID != 0 {
+		w |= mnotXTRID
+	}
+	b = binary.BigEndian.AppendUint32(b, w)
+	b = append(b, reg[4:]...)
+	clear(b[len(b)-len(reg)+authDataOffset:][:n])
+	return b, nil
+}
+
 func (m *MapNotify) DecodeFromBytes(b []byte) error {
 	r := newReader(b, "Map-Notify")
 	m.decode(&r)

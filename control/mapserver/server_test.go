@@ -2,6 +2,9 @@ package mapserver
 
 import (
 	"bytes"
+	"crypto/hmac"
+	"crypto/sha1"
+	"crypto/sha256"
 	"encoding/json"
 	"net/netip"
 	"reflect"
@@ -159,9 +162,10 @@ func TestRegisterNotifyAndProxyReply(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The records as registered, the path in the AFI list it came in.
 	n := m.(*lisp.MapNotify)
-	if n.Nonce != mr.Nonce || n.XTRID.SiteID != 9 || len(n.Records) != 1 || !n.Records[0].EID.Equal(rec.EID) {
-		t.Errorf("Map-Notify = %s", n)
+	if n.Nonce != mr.Nonce || n.XTRID == nil || *n.XTRID != *mr.XTRID || !reflect.DeepEqual(n.Records, mr.Records) {
+		t.Errorf("Map-Notify = %s, for %s", n, mr)
 	}
 	// A proxy answer carries the registered locators, the path as a bare
 	// ELP, with the proxy TTL and A clear.
@@ -310,6 +314,71 @@ func TestUnauthenticatedOnlyWhereAllowed(t *testing.T) {
 	}}, ""), etr1, &out)
 	if s.Counters().Registers[Accepted] != 1 {
 		t.Fatal("the open site refused an unauthenticated Map-Register")
+	}
+}
+
+// The Map-Notify echoes the Map-Register's records and authentication
+// section, signed anew: with the full HMAC when the ETR sent one
+// truncated to the algorithm's nominal length, and with none when it sent
+// none.
+func TestNotifyAuthentication(t *testing.T) {
+	for _, tc := range []struct {
+		name, key string
+		alg       lisp.AuthAlgorithm
+		sent      int // bytes of HMAC in the Map-Register
+		want      int // in the Map-Notify
+	}{
+		{"full", "key-a", lisp.AuthHMACSHA256, 32, 32},
+		{"truncated", "key-a", lisp.AuthHMACSHA256, 16, 32},
+		{"sha1-truncated", "key-a-sha1", lisp.AuthHMACSHA1, 12, 20},
+		{"none", "", lisp.AuthNone, 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, _ := newServer(t)
+			prefix := "10.9.1.0/24"
+			if tc.alg == lisp.AuthNone {
+				prefix = "192.168.0.0/16" // the site open to unauthenticated xTRs
+			}
+			mr := &lisp.MapRegister{WantMapNotify: true, Nonce: testClock.nonce(),
+				Records: []lisp.MapRecord{record(prefix, lisp.MustParseAddress("192.0.2.1"))}}
+			if tc.alg == lisp.AuthHMACSHA1 {
+				mr.Auth.KeyID = 1
+			}
+			mr.Auth.Algorithm = tc.alg
+			mr.Auth.Data = make([]byte, tc.sent)
+			raw, err := mr.AppendBinary(nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.alg != lisp.AuthNone { // the HMAC, of the message with its data zeroed, truncated
+				h := sha256.New
+				if tc.alg == lisp.AuthHMACSHA1 {
+					h = sha1.New
+				}
+				mac := hmac.New(h, []byte(tc.key))
+				mac.Write(raw)
+				copy(raw[16:], mac.Sum(nil)[:tc.sent])
+			}
+			var out control.Outbox
+			s.HandleRegister(raw, etr1, &out)
+			if out.Len() != 1 {
+				t.Fatalf("%d datagrams for an accepted Map-Register (counters %+v)", out.Len(), s.Counters().Registers)
+			}
+			_, b := out.At(0)
+			m, err := lisp.Parse(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := m.(*lisp.MapNotify)
+			if n.Nonce != mr.Nonce || n.Auth.Algorithm != tc.alg || len(n.Auth.Data) != tc.want || !reflect.DeepEqual(n.Records, mr.Records) {
+				t.Errorf("Map-Notify = %s (%d bytes of HMAC), for %s", n, len(n.Auth.Data), mr)
+			}
+			if tc.alg != lisp.AuthNone {
+				if err := lisp.Verify(b, []byte(tc.key)); err != nil {
+					t.Errorf("Map-Notify verifies: %v", err)
+				}
+			}
+		})
 	}
 }
 
