@@ -21,6 +21,7 @@ func FuzzHandleRegister(f *testing.F) {
 			record("10.1.2.0/24", lisp.MustParseAddress("192.0.2.2")), record("10.1.3.0/24"),
 		}},
 		{UseTTL: true, Records: []lisp.MapRecord{{TTL: 0, EID: lisp.MustParseAddress("10.1.0.0"), MaskLen: 16}}},
+		{WantMapNotify: true, XTRID: &lisp.XTRID{ID: [16]byte{2}}, Records: []lisp.MapRecord{record("10.1.4.0/24", lisp.MustParseAddress("192.0.2.3"))}},
 	} {
 		b, err := m.AppendBinary(nil)
 		if err != nil {
@@ -47,6 +48,14 @@ map-server:
 		var out control.Outbox
 		s.HandleRegister(msg, netip.MustParseAddrPort("192.0.2.9:4342"), &out)
 		s.HandleRegister(msg, netip.MustParseAddrPort("192.0.2.10:4342"), &out)
+		// What the map-server sends decodes: the Map-Notifies that
+		// acknowledge msg copy its records.
+		for i := range out.Len() {
+			_, b := out.At(i)
+			if _, err := lisp.Parse(b); err != nil {
+				t.Fatalf("datagram %d sent, %x, does not decode: %v", i, b, err)
+			}
+		}
 		for _, eid := range []string{"10.1.0.1", "10.1.2.3", "10.200.0.1"} {
 			s.Resolve(0, netip.MustParseAddr(eid))
 		}
