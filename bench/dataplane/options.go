@@ -71,11 +71,14 @@ type Options struct {
 	// 8 bytes since interface names have 15 (default "ab<pid in base
 	// 36>-").
 	Prefix, LinkPrefix string
-	// Pin pins iperf3's client and server to two CPUs. By default the
-	// scheduler places them: on a shared two-CPU machine that measured
-	// higher and no less steady, since the client's CPU also does most of
-	// the forwarding (veth runs it in the sender's context) and a pinned
-	// client cannot move away from another process.
+	// Pin pins iperf3's client and server to two CPUs (the command's
+	// default). Placed by the scheduler, the ends of one variant's runs
+	// land on one CPU or on two from run to run, and the variants alike
+	// only by chance: on an idle two-CPU machine the runs of plain-3
+	// spread from 12.9 to 28.7 Gbit/s unpinned, within a tenth pinned,
+	// and the unpinned references ran slower than the LISP variants,
+	// which flattered their ratios. On a machine other work loads, a
+	// pinned client cannot move away from it.
 	Pin bool
 	// BPFStats turns the kernel's BPF run-time statistics on and reports
 	// what lispd's programs took per run, on each router: what the

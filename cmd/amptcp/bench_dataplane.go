@@ -66,7 +66,7 @@ func runBenchDataplane(args []string, stdout, stderr io.Writer) int {
 	flags.DurationVar(&opts.SetupTimeout, "setup-timeout", dataplane.DefaultSetupTimeout, "give each variant `D` to come up")
 	flags.StringVar(&opts.Lispd, "lispd", "", "the lispd binary `PATH` (default: next to amptcp, else in $PATH)")
 	flags.StringVar(&opts.Iperf3, "iperf3", "", "the iperf3 binary `PATH` (default: in $PATH)")
-	flags.BoolVar(&opts.Pin, "pin", false, "pin iperf3's client and server to two CPUs (default: where the scheduler puts them)")
+	flags.BoolVar(&opts.Pin, "pin", true, "pin iperf3's client and server to two CPUs; --pin=false lets the scheduler place them")
 	flags.BoolVar(&opts.BPFStats, "bpf-stats", false, "report what lispd's programs take per run on each router (the kernel's BPF run-time statistics, which add a little to each run)")
 	flags.BoolVar(&opts.Keep, "keep", false, "keep the temporary directory with lispd's configurations, the logs and iperf3's JSON")
 	flags.Usage = func() {
