@@ -165,7 +165,7 @@ func TestAppendNotifyFor(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := lisp.AppendNotifyFor([]byte("head"), raw)
+		got, err := lisp.AppendNotifyFor([]byte("head"), raw, 32)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -183,12 +183,12 @@ func TestAppendNotifyFor(t *testing.T) {
 		}
 	}
 	for _, bad := range [][]byte{nil, signedRegister(t, lisp.AuthHMACSHA256, "key")[:15], {byte(lisp.TypeMapNotify << 4), 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0}} {
-		if _, err := lisp.AppendNotifyFor(nil, bad); err == nil {
+		if _, err := lisp.AppendNotifyFor(nil, bad, 32); err == nil {
 			t.Errorf("AppendNotifyFor(%x) took it", bad)
 		}
 	}
 	short := signedRegister(t, lisp.AuthHMACSHA256, "key")[:40] // cut in its HMAC
-	if _, err := lisp.AppendNotifyFor(nil, short); err == nil {
+	if _, err := lisp.AppendNotifyFor(nil, short, 32); err == nil {
 		t.Error("AppendNotifyFor took a Map-Register cut in its authentication data")
 	}
 }

@@ -96,11 +96,12 @@ func (m *MapNotify) appendAs(b []byte, t MsgType) ([]byte, error) {
 // of a Map-Register: its nonce, Key ID, algorithm, records and xTR-ID,
 // the records copied as they came rather than decoded and encoded again
 // (RFC 9301 §5.7 has the Map-Notify carry the Map-Register's records;
-// lispers.net copies them too). The authentication data keeps its length
-// and is zeroed, for Sign or an Authenticator to fill in. reg must be a
-// Map-Register that DecodeFromBytes took: only its type and its
-// authentication section's bounds are checked here.
-func AppendNotifyFor(b, reg []byte) ([]byte, error) {
+// lispers.net copies them too), with authLen bytes of authentication
+// data, zeroed, for Sign or an Authenticator to fill in: the full digest
+// even where the ETR sent one truncated, 0 for an unauthenticated one.
+// reg must be a Map-Register that DecodeFromBytes took: only its type and
+// its authentication section's bounds are checked here.
+func AppendNotifyFor(b, reg []byte, authLen int) ([]byte, error) {
 	if len(reg) < authDataOffset || MsgType(reg[0]>>4) != TypeMapRegister {
 		return nil, encodeError("Map-Notify", "acknowledges %d bytes that are no Map-Register", len(reg))
 	}
@@ -108,14 +109,18 @@ func AppendNotifyFor(b, reg []byte) ([]byte, error) {
 	if len(reg) < authDataOffset+n {
 		return nil, encodeError("Map-Notify", "Map-Register of %d bytes is shorter than its %d bytes of authentication data", len(reg), n)
 	}
+	if authLen < 0 || authLen > len(zeroAuth) {
+		return nil, encodeError("Map-Notify", "%d bytes of authentication data: no algorithm has them", authLen)
+	}
 	w := uint32(TypeMapNotify)<<28 | uint32(reg[3])
 	if binary.BigEndian.Uint32(reg)&mregXTRID != 0 {
 		w |= mnotXTRID
 	}
 	b = binary.BigEndian.AppendUint32(b, w)
-	b = append(b, reg[4:]...)
-	clear(b[len(b)-len(reg)+authDataOffset:][:n])
-	return b, nil
+	b = append(b, reg[4:authDataOffset-2]...) // nonce, Key ID, algorithm
+	b = binary.BigEndian.AppendUint16(b, uint16(authLen))
+	b = append(b, zeroAuth[:authLen]...)
+	return append(b, reg[authDataOffset+n:]...), nil
 }
 
 func (m *MapNotify) DecodeFromBytes(b []byte) error {

@@ -190,7 +190,7 @@ func (s *Server) HandleRegister(raw []byte, src netip.AddrPort, out *control.Out
 	}
 	s.counter.add(Accepted)
 	if m.WantMapNotify {
-		s.notify(raw, m, src, auth, out)
+		s.notify(raw, src, auth, out)
 	}
 }
 
@@ -309,27 +309,19 @@ func (s *Server) lifetime(m *lisp.MapRegister, rec lisp.MapRecord) time.Duration
 	return s.timeout
 }
 
-// notify acknowledges m, decoded from raw, with a Map-Notify to where it
+// notify acknowledges the Map-Register raw with a Map-Notify to where it
 // came from (as OOR and lispers.net do), with its nonce, records and
 // xTR-ID, authenticated with the same key (auth; nil for an
-// unauthenticated site). It echoes raw's records, unless m was signed
-// with a truncated HMAC: the Map-Notify carries the full one.
-func (s *Server) notify(raw []byte, m *lisp.MapRegister, src netip.AddrPort, auth *lisp.Authenticator, out *control.Outbox) {
-	b, start := out.Begin(), len(out.Begin())
-	var err error
-	if auth == nil || len(m.Auth.Data) == auth.DataLen() {
-		b, err = lisp.AppendNotifyFor(b, raw)
-		if err == nil && auth != nil {
-			err = auth.Sign(b[start:])
-		}
-	} else {
-		n := lisp.MapNotify{
-			Nonce:   m.Nonce,
-			Auth:    lisp.Auth{KeyID: m.Auth.KeyID, Algorithm: m.Auth.Algorithm},
-			Records: m.Records,
-			XTRID:   m.XTRID,
-		}
-		b, err = signNotify(&n, auth, b)
+// unauthenticated site) and its full digest.
+func (s *Server) notify(raw []byte, src netip.AddrPort, auth *lisp.Authenticator, out *control.Outbox) {
+	authLen := 0
+	if auth != nil {
+		authLen = auth.DataLen()
+	}
+	start := len(out.Begin())
+	b, err := lisp.AppendNotifyFor(out.Begin(), raw, authLen)
+	if err == nil && auth != nil {
+		err = auth.Sign(b[start:])
 	}
 	if err != nil {
 		s.log.Warn("cannot build Map-Notify", "to", src, "error", err)
