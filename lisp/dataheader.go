@@ -11,19 +11,29 @@ const DataHeaderLen = 8
 
 // DataHeader is the header between the outer UDP header (port 4341) and the
 // inner packet of an encapsulated data packet (RFC 9300 §5.3; the K bits
-// are RFC 8061's key ID):
+// are RFC 8061's key ID; the P bit is RFC 9305's, LISP-GPE):
 //
 //	 0                   1                   2                   3
 //	 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1
 //	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
-//	|N|L|E|V|I|R|K|K|            Nonce/Map-Version                  |
+//	|N|L|E|V|I|P|K|K|            Nonce/Map-Version                  |
 //	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
 //	|                 Instance ID/Locator-Status-Bits               |
 //	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
 //
 // With V the first word carries a 12-bit source and a 12-bit destination
 // map-version instead of the nonce; with I the second word is a 24-bit
-// instance ID and 8 LSBs. N and V exclude each other. Fields whose flag is
+// instance ID and 8 LSBs. N and V exclude each other. With P (LISP-GPE)
+// the first word's low byte is the Next Protocol, the payload's type, and
+// the 16 bits before it the nonce (N) or the map-version (V), zero with
+// neither:
+//
+//	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//	|N|L|E|V|I|P|K|K|  Nonce/Map-Version (16 bits)  | Next Protocol |
+//	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//
+// The same layout as VXLAN-GPE's, whose GRO in the Linux kernel therefore
+// aggregates LISP-GPE packets (docs/routers.md). Fields whose flag is
 // clear are ignored on decode and sent as zero. Encoding and decoding
 // allocate nothing.
 type DataHeader struct {
@@ -32,13 +42,41 @@ type DataHeader struct {
 	EchoNonceRequest  bool  // E: meaningful only with N
 	MapVersionPresent bool  // V
 	IIDPresent        bool  // I
+	GPE               bool  // P: a LISP-GPE header, with NextProtocol (RFC 9305)
 	KeyID             uint8 // KK: 0 unencrypted, 1-3 the key (RFC 8061)
 
-	Nonce            uint32 // 24 bits
-	SourceMapVersion uint16 // 12 bits
-	DestMapVersion   uint16 // 12 bits
-	InstanceID       uint32 // 24 bits
-	LSBs             uint32 // 32 bits, or 8 with I
+	Nonce            uint32       // 24 bits, or 16 with P
+	SourceMapVersion uint16       // 12 bits, without P
+	DestMapVersion   uint16       // 12 bits, without P
+	GPEMapVersion    uint16       // with P and V: the 16-bit map-version
+	NextProtocol     NextProtocol // with P
+	InstanceID       uint32       // 24 bits
+	LSBs             uint32       // 32 bits, or 8 with I
+}
+
+// NextProtocol is what a LISP-GPE packet carries (IANA's LISP-GPE Next
+// Protocol registry, RFC 9305 §8).
+type NextProtocol uint8
+
+const (
+	NextIPv4     NextProtocol = 1
+	NextIPv6     NextProtocol = 2
+	NextEthernet NextProtocol = 3
+	NextNSH      NextProtocol = 4
+)
+
+func (p NextProtocol) String() string {
+	switch p {
+	case NextIPv4:
+		return "ipv4"
+	case NextIPv6:
+		return "ipv6"
+	case NextEthernet:
+		return "ethernet"
+	case NextNSH:
+		return "nsh"
+	}
+	return fmt.Sprintf("next-protocol %d", uint8(p))
 }
 
 const (
@@ -47,6 +85,7 @@ const (
 	dataE = 0x20
 	dataV = 0x10
 	dataI = 0x08
+	dataP = 0x04
 	dataK = 0x03
 )
 
@@ -71,9 +110,17 @@ func (h *DataHeader) DecodeFromBytes(b []byte) error {
 		EchoNonceRequest:  flags&(dataN|dataE) == dataN|dataE,
 		MapVersionPresent: flags&dataV != 0,
 		IIDPresent:        flags&dataI != 0,
+		GPE:               flags&dataP != 0,
 		KeyID:             flags & dataK,
 	}
 	switch {
+	case h.GPE:
+		h.NextProtocol = NextProtocol(w0)
+		if h.NoncePresent {
+			h.Nonce = w0 >> 8 & 0xffff
+		} else if h.MapVersionPresent {
+			h.GPEMapVersion = uint16(w0 >> 8)
+		}
 	case h.NoncePresent:
 		h.Nonce = w0 & 0xffffff
 	case h.MapVersionPresent:
@@ -109,6 +156,10 @@ func (h *DataHeader) AppendBinary(b []byte) ([]byte, error) {
 	}
 	if h.LSBsEnabled {
 		flags |= dataL
+	}
+	if h.GPE {
+		flags |= dataP
+		w0 = (w0|uint32(h.GPEMapVersion))<<8 | uint32(h.NextProtocol)
 	}
 	w1 = h.LSBs
 	if h.IIDPresent {
@@ -147,6 +198,14 @@ func (h *DataHeader) check() error {
 		return errDataEcho
 	case h.Nonce > 0xffffff:
 		return errDataNonce
+	case h.GPE && h.Nonce > 0xffff:
+		return errDataGPENonce
+	case h.GPE && (h.SourceMapVersion != 0 || h.DestMapVersion != 0):
+		return errDataGPEVersions
+	case h.GPEMapVersion != 0 && !(h.GPE && h.MapVersionPresent):
+		return errDataGPEVersion
+	case h.NextProtocol != 0 && !h.GPE:
+		return errDataNext
 	case h.SourceMapVersion > MaxMapVersion || h.DestMapVersion > MaxMapVersion:
 		return errDataVersion
 	case h.InstanceID > 0xffffff:
@@ -167,6 +226,11 @@ var (
 	errDataIID     = encodeError("data header", "instance ID exceeds 24 bits")
 	errDataLSBs    = encodeError("data header", "LSBs exceed the 8 bits left by an instance ID")
 	errDataKey     = encodeError("data header", "key ID exceeds 2 bits")
+
+	errDataGPENonce    = encodeError("data header", "nonce exceeds the 16 bits a LISP-GPE header leaves")
+	errDataGPEVersions = encodeError("data header", "12-bit map-versions in a LISP-GPE header (its map-version is GPEMapVersion)")
+	errDataGPEVersion  = encodeError("data header", "GPEMapVersion without the P and V bits")
+	errDataNext        = encodeError("data header", "next protocol without the P bit")
 )
 
 func (h *DataHeader) String() string {
@@ -177,8 +241,14 @@ func (h *DataHeader) String() string {
 			s += " echo"
 		}
 	}
-	if h.MapVersionPresent {
+	switch {
+	case h.MapVersionPresent && h.GPE:
+		s += fmt.Sprintf(" map-version %d", h.GPEMapVersion)
+	case h.MapVersionPresent:
 		s += fmt.Sprintf(" map-version %d/%d", h.SourceMapVersion, h.DestMapVersion)
+	}
+	if h.GPE {
+		s += " gpe " + h.NextProtocol.String()
 	}
 	if h.IIDPresent {
 		s += fmt.Sprintf(" iid %d", h.InstanceID)

@@ -309,6 +309,13 @@ func TestDataHeaderRefusals(t *testing.T) {
 	if err := h.DecodeFromBytes(mustHex("20000000 00000000")); err != nil || h.EchoNonceRequest {
 		t.Errorf("E without N: %v, %+v", err, h)
 	}
+	// A LISP-GPE header without N or V ignores the 16 bits before the
+	// next protocol, as reserved bits are.
+	if err := h.DecodeFromBytes(mustHex("0cffff01 00000100")); err != nil || h != (lisp.DataHeader{
+		GPE: true, IIDPresent: true, NextProtocol: lisp.NextIPv4, InstanceID: 1,
+	}) {
+		t.Errorf("reserved bits of LISP-GPE: %v, %+v", err, h)
+	}
 	for _, bad := range []lisp.DataHeader{
 		{NoncePresent: true, MapVersionPresent: true},
 		{EchoNonceRequest: true},
@@ -317,6 +324,10 @@ func TestDataHeaderRefusals(t *testing.T) {
 		{IIDPresent: true, InstanceID: 1 << 24},
 		{IIDPresent: true, LSBs: 256},
 		{KeyID: 4},
+		{GPE: true, NoncePresent: true, Nonce: 1 << 16},
+		{GPE: true, MapVersionPresent: true, SourceMapVersion: 1},
+		{MapVersionPresent: true, GPEMapVersion: 1},
+		{NextProtocol: lisp.NextIPv4},
 	} {
 		if b, err := bad.AppendBinary(nil); err == nil {
 			t.Errorf("AppendBinary(%+v) = %x, want an error", bad, b)

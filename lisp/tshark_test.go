@@ -289,6 +289,16 @@ func tsharkCases() []tsharkCase {
 				"lisp-data.nonce":     {"1"},
 			},
 		},
+		{
+			// Wireshark 4.0 knows no LISP-GPE: it takes the P bit for a
+			// reserved one and still finds the IPv4 packet behind it, as
+			// an ETR of RFC 9300 does.
+			name: "LISP-GPE data header, IPv4", data: ptr(dataVectors["data-gpe-ipv4"]),
+			want: map[string][]string{
+				"lisp-data.flags.nonce": {"0"}, "lisp-data.flags.iid": {"1"}, "lisp-data.flags.res": {"0x04"},
+				"lisp-data.iid": {"7"}, "ip.src": {"192.0.2.1", "10.1.0.1"}, "udp.dstport": {"4341", "9"},
+			},
+		},
 	}
 }
 

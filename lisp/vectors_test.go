@@ -260,8 +260,10 @@ var dataVectors = map[string]lisp.DataHeader{
 		MapVersionPresent: true, IIDPresent: true,
 		SourceMapVersion: 0x123, DestMapVersion: 0x456, InstanceID: 0xffffff,
 	},
-	"data-lsbs":     {LSBsEnabled: true, LSBs: 5},
-	"data-echo-key": {NoncePresent: true, EchoNonceRequest: true, KeyID: 1, Nonce: 1},
+	"data-lsbs":      {LSBsEnabled: true, LSBs: 5},
+	"data-echo-key":  {NoncePresent: true, EchoNonceRequest: true, KeyID: 1, Nonce: 1},
+	"data-gpe-ipv4":  {IIDPresent: true, GPE: true, NextProtocol: lisp.NextIPv4, InstanceID: 7},
+	"data-gpe-nonce": {NoncePresent: true, GPE: true, NextProtocol: lisp.NextIPv6, Nonce: 0xabcd, LSBs: 3},
 }
 
 // readVector reads the bytes of testdata/vectors/name.hex.
