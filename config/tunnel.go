@@ -77,6 +77,8 @@ type Dataplane struct {
 	// a driver with native XDP. On a veth it turns segmentation offload
 	// off on the peer (docs/routers.md, Performance).
 	XDPInterfaces []string `yaml:"xdp-interfaces"`
+	// LISPGPE is what the data plane sends and receives of LISP-GPE.
+	LISPGPE LISPGPE `yaml:"lisp-gpe"`
 	// PinPath is the directory, on a BPF file system, where the data
 	// plane is pinned so that a restart of lispd keeps it forwarding and
 	// the next lispd adopts it (docs/routers.md). Left out, a directory
@@ -88,6 +90,57 @@ type Dataplane struct {
 	// lispd by stopping and starting it; `lispd stop` then stops for
 	// good. Off by default: only `lispd restart` keeps it.
 	KeepOnExit bool `yaml:"keep-on-exit"`
+}
+
+// LISPGPE configures LISP-GPE (RFC 9305): a data header whose P bit says
+// that a next-protocol field, the payload's type, stands where RFC 9300
+// puts a nonce. The packets of a flow then have equal headers, which the
+// Linux kernel aggregates on receipt (GRO) as it does VXLAN-GPE's: on an
+// underlay of MTU-sized frames, the ETR and the RTR take tens of packets
+// at once where each would otherwise cross the stack alone.
+type LISPGPE struct {
+	// Peers are the RLOCs, as prefixes, of the ETRs and RTRs that accept
+	// LISP-GPE: the ITR encapsulates towards them, and the RTR sends on
+	// to them, with LISP-GPE headers, and with RFC 9300's to every other
+	// RLOC, as RFC 9305 requires of a router that has not said it takes
+	// LISP-GPE (lispd's routers all do). 0.0.0.0/0 and ::/0 name them
+	// all. Default: none.
+	Peers []string `yaml:"peers"`
+	// GRO aggregates the LISP-GPE packets that reach the RLOC interfaces
+	// before the ETR and the RTR see them (Linux 6.5 or later, with
+	// VXLAN): lispd creates a VXLAN-GPE device, lispgro, whose UDP socket
+	// on port 4341 gives the kernel's GRO what it needs, and drops what
+	// that socket would receive itself. It needs GRO on the interfaces
+	// (a NIC's default; `ethtool -K IF gro on` on a veth). On by default;
+	// where the kernel lacks it lispd says so and runs without.
+	GRO *bool `yaml:"gro"`
+}
+
+// GROOn says whether the data plane aggregates LISP-GPE (lisp-gpe.gro).
+func (g *LISPGPE) GROOn() bool { return g.GRO == nil || *g.GRO }
+
+// PeerPrefixes are the parsed lisp-gpe.peers; Validate has checked them.
+func (g *LISPGPE) PeerPrefixes() []netip.Prefix {
+	var ps []netip.Prefix
+	for _, s := range g.Peers {
+		if p, err := parsePeer(s); err == nil {
+			ps = append(ps, p)
+		}
+	}
+	return ps
+}
+
+// parsePeer reads a prefix of lisp-gpe.peers; an address alone is a host
+// prefix.
+func parsePeer(s string) (netip.Prefix, error) {
+	if a, err := netip.ParseAddr(s); err == nil {
+		return netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()), nil
+	}
+	p, err := netip.ParsePrefix(s)
+	if err != nil {
+		return netip.Prefix{}, err
+	}
+	return p.Masked(), nil
 }
 
 // Stateful says whether the destinations' ETRs bind subflows to ELPs
@@ -411,6 +464,11 @@ func (dp *Dataplane) validate(ck *checker, xtr bool) {
 			if !slices.Contains(dp.RLOCInterfaces, name) {
 				ck.add(fmt.Sprintf("dataplane.%s[%d]", f.field, i), "%q is not one of rloc-interfaces", name)
 			}
+		}
+	}
+	for i, peer := range dp.LISPGPE.Peers {
+		if _, err := parsePeer(peer); err != nil {
+			ck.add(fmt.Sprintf("dataplane.lisp-gpe.peers[%d]", i), "%q is not an IP prefix or address", peer)
 		}
 	}
 	oneOf(ck, "dataplane.mptcp-subflows", dp.MPTCPSubflows, "bind", "bind-stateful", "off")

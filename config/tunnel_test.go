@@ -2,6 +2,7 @@ package config
 
 import (
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -187,7 +188,7 @@ func TestStatefulXTR(t *testing.T) {
 func TestTunnelErrors(t *testing.T) {
 	_, err := Parse([]byte(`
 roles: [xtr]
-dataplane: {rloc-interfaces: [eth0, eth0, eth1], miss: queue, instance-id: 16777216, source-selection: port-sum, rloc-gateways: {eth0: 192.0.2.9, eth7: gw}, complete-checksums: [eth1, eth9], xdp-interfaces: [eth8]}
+dataplane: {rloc-interfaces: [eth0, eth0, eth1], miss: queue, instance-id: 16777216, source-selection: port-sum, rloc-gateways: {eth0: 192.0.2.9, eth7: gw}, complete-checksums: [eth1, eth9], xdp-interfaces: [eth8], lisp-gpe: {peers: [10.0.0.0/8, 192.0.2.7, 10.0.0.0/33]}}
 map-cache: {map-resolvers: [resolver], request-timeout: -1s, max-entries: -1, probe-interval: 1ms, probe-misses: -2, hold-per-eid: 9, hold-total: 8}
 xtr:
   xtr-id: abc
@@ -213,6 +214,7 @@ xtr:
 		"dataplane.rloc-gateways: missing the gateway of eth1 (rloc-interfaces[2])",
 		`dataplane.complete-checksums[1]: "eth9" is not one of rloc-interfaces`,
 		`dataplane.xdp-interfaces[0]: "eth8" is not one of rloc-interfaces`,
+		`dataplane.lisp-gpe.peers[2]: "10.0.0.0/33" is not an IP prefix or address`,
 		`map-cache.map-resolvers[0]: "resolver" is not an IP address`,
 		"map-cache.request-timeout: must be positive",
 		"map-cache.max-entries: -1 is not between 1 and",
@@ -254,5 +256,25 @@ xtr:
 		if _, err := Parse([]byte(yaml)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: error %v, want %q", yaml, err, want)
 		}
+	}
+}
+
+// LISP-GPE goes to the peers named, an address alone being a host prefix;
+// GRO is on unless turned off.
+func TestLISPGPE(t *testing.T) {
+	const rtr = "roles: [rtr]\nmap-cache: {map-resolvers: [192.0.2.1]}\ndataplane: {rloc-interfaces: [eth0]"
+	c, err := Parse([]byte(rtr + ", lisp-gpe: {peers: [10.0.0.0/8, 192.0.2.7, '2001:db8::1:0/112', '::ffff:198.51.100.1']}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpe := c.Dataplane.LISPGPE
+	want := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("192.0.2.7/32"),
+		netip.MustParsePrefix("2001:db8::1:0/112"), netip.MustParsePrefix("198.51.100.1/32")}
+	if got := gpe.PeerPrefixes(); !slices.Equal(got, want) || !gpe.GROOn() {
+		t.Errorf("peers %v (want %v), GRO %v", got, want, gpe.GROOn())
+	}
+	c, err = Parse([]byte(rtr + ", lisp-gpe: {gro: false}}\n"))
+	if err != nil || c.Dataplane.LISPGPE.GROOn() || c.Dataplane.LISPGPE.PeerPrefixes() != nil {
+		t.Errorf("gro: false: %v, %+v", err, c.Dataplane.LISPGPE)
 	}
 }

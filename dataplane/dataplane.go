@@ -41,6 +41,9 @@ type Dataplane struct {
 	objs  objects
 	links []attached
 	rlocs []netip.Addr
+	// gpePeers are the RLOCs that take LISP-GPE (lisp-gpe.peers).
+	gpePeers []netip.Prefix
+	gro      *groDevice // nil without GRO for LISP-GPE
 
 	// completed: RLOC interfaces whose checksum offload is off.
 	completed *completed
@@ -110,7 +113,7 @@ func New(cfg *config.Dataplane, opts Options) (*Dataplane, error) {
 		return nil, err
 	}
 	d := &Dataplane{cfg: cfg, log: opts.Log, misses: make(chan Miss, 1024), held: make(chan Held, heldQueue),
-		events: make(chan SubflowEvent, 1024), stop: make(chan struct{})}
+		events: make(chan SubflowEvent, 1024), stop: make(chan struct{}), gpePeers: cfg.LISPGPE.PeerPrefixes()}
 	if cfg.Miss == "hold" && len(eids) > 0 {
 		if d.hold, err = openHoldDevice(cfg.InstanceID, false); err != nil {
 			return nil, err
@@ -153,6 +156,10 @@ func New(cfg *config.Dataplane, opts Options) (*Dataplane, error) {
 	if d.holdRTR != nil {
 		underlay = append(underlay, &net.Interface{Index: d.holdRTR.ifindex, Name: d.holdRTR.name})
 	}
+	if err := d.setUpGRO(prev); err != nil {
+		d.abort()
+		return nil, err
+	}
 	for _, ifc := range underlay {
 		if err := d.attach(ifc, d.objs.Underlay, prev); err != nil {
 			d.abort()
@@ -194,7 +201,8 @@ func New(cfg *config.Dataplane, opts Options) (*Dataplane, error) {
 	d.wg.Go(d.readEvents)
 	d.wg.Go(func() { d.sweepEvery(cfg.SubflowIdleTimeout.Duration) })
 	d.log.Info("data plane attached", "eid_interfaces", cfg.EIDInterfaces, "rloc_interfaces", cfg.RLOCInterfaces,
-		"rlocs", d.rlocs, "complete_checksums", cfg.CompleteChecksums, "xdp_interfaces", cfg.XDPInterfaces)
+		"rlocs", d.rlocs, "complete_checksums", cfg.CompleteChecksums, "xdp_interfaces", cfg.XDPInterfaces,
+		"lisp_gpe_peers", cfg.LISPGPE.Peers, "gro", d.gro != nil)
 	return d, nil
 }
 
@@ -362,6 +370,31 @@ func (d *Dataplane) setRLOCs(rlocs []localRLOC, egress []lispEgressIf) error {
 	return nil
 }
 
+// setUpGRO opens the GRO device and puts gro_sink on its ingress, as
+// lisp-gpe.gro says. Where the kernel cannot, it says so and goes on
+// without: GRO saves CPU, nothing depends on it.
+func (d *Dataplane) setUpGRO(prev *previous) error {
+	if !d.cfg.LISPGPE.GROOn() {
+		return removeGRO() // a lispd before may have left it
+	}
+	g, err := openGRO()
+	if err != nil {
+		d.log.Warn("no GRO for LISP-GPE: the ETR and the RTR take each packet of an underlay of MTU-sized frames alone",
+			"error", err)
+		return nil
+	}
+	if err := d.attach(g.ifc, d.objs.GroSink, prev); err != nil {
+		if g.made {
+			g.remove()
+		} else {
+			g.close()
+		}
+		return err
+	}
+	d.gro = g
+	return nil
+}
+
 // attach puts prog on the interface's tc ingress with TCX (Linux 6.6),
 // or, for an XDP program, in its driver: in the link the lispd before
 // left there, atomically replacing its program, or in a new link.
@@ -461,6 +494,9 @@ func (d *Dataplane) Close() error {
 		for _, a := range d.links {
 			errs = append(errs, a.link.Close())
 		}
+		if d.gro != nil {
+			errs = append(errs, d.gro.remove())
+		}
 		errs = append(errs, d.objs.Close(), d.completed.restore())
 		d.closeErr = errors.Join(errs...)
 	})
@@ -489,6 +525,9 @@ func (d *Dataplane) Keep() error {
 		}
 		for _, a := range d.links {
 			a.link.Close() // pinned, it stays attached
+		}
+		if d.gro != nil {
+			d.gro.close() // the device stays, for the next lispd
 		}
 		d.objs.Close()
 		d.completed.release() // the next lispd turns the offload on at its stop for good

@@ -15,6 +15,8 @@ const (
 	noSelf     = 0xff
 	fastRLOCs  = 8
 	fastEgress = 8
+	gpeFirst   = 1
+	gpeNext    = 2
 )
 
 // addr is the C struct addr as bpf2go generates it.
@@ -108,6 +110,7 @@ func (d *Dataplane) entry(e Entry) (*lispMcEntry, error) {
 			}
 			break
 		}
+		vp.Gpe = gpeFlags(d.gpePeers, p, vp.Self)
 	}
 	return v, nil
 }

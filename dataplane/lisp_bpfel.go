@@ -122,7 +122,8 @@ type lispPath struct {
 	Up       uint8
 	Self     uint8
 	N_hops   uint8
-	Pad      [2]uint8
+	Gpe      uint8
+	Pad      uint8
 	First    struct {
 		_ structs.HostLayout
 		A [4]uint32
@@ -183,6 +184,7 @@ const (
 	lispMapSubflowPins       = "subflow_pins"
 	lispMapSubflows          = "subflows"
 	lispMapTokens            = "tokens"
+	lispProgGroSink          = "gro_sink"
 	lispProgItr              = "itr"
 	lispProgUnderlay         = "underlay"
 	lispProgUnderlayXdp      = "underlay_xdp"
@@ -249,6 +251,7 @@ type lispSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type lispProgramSpecs struct {
+	GroSink     *ebpf.ProgramSpec `ebpf:"gro_sink"`
 	Itr         *ebpf.ProgramSpec `ebpf:"itr"`
 	Underlay    *ebpf.ProgramSpec `ebpf:"underlay"`
 	UnderlayXdp *ebpf.ProgramSpec `ebpf:"underlay_xdp"`
@@ -386,6 +389,7 @@ type lispVariables struct {
 //
 // It can be passed to loadLispObjects or ebpf.CollectionSpec.LoadAndAssign.
 type lispPrograms struct {
+	GroSink     *ebpf.Program `ebpf:"gro_sink"`
 	Itr         *ebpf.Program `ebpf:"itr"`
 	Underlay    *ebpf.Program `ebpf:"underlay"`
 	UnderlayXdp *ebpf.Program `ebpf:"underlay_xdp"`
@@ -393,6 +397,7 @@ type lispPrograms struct {
 
 func (p *lispPrograms) Close() error {
 	return _LispClose(
+		p.GroSink,
 		p.Itr,
 		p.Underlay,
 		p.UnderlayXdp,

@@ -232,6 +232,11 @@ func (d *Dataplane) abort() {
 		for _, a := range d.links {
 			a.link.Close()
 		}
+		if d.gro != nil && d.gro.made {
+			d.gro.remove()
+		} else if d.gro != nil {
+			d.gro.close()
+		}
 		d.objs.Close()
 		d.completed.abort()
 		if d.pins != nil {

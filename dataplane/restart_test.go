@@ -114,7 +114,8 @@ func TestRestartAdoptsTheDataPlane(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := dp.Adoption()
-	if a == nil || a.Links != 2 || len(a.Refused) != 0 || a.Entries != 1 ||
+	// The links of the EID and RLOC interfaces and of the GRO device.
+	if a == nil || a.Links != 3 || len(a.Refused) != 0 || a.Entries != 1 ||
 		!slices.Contains(a.Maps, "mapcache4") || !slices.Contains(a.Maps, "subflows") || !slices.Contains(a.Maps, ".data") {
 		t.Fatalf("adoption %+v", a)
 	}
@@ -189,7 +190,7 @@ func TestRestartRefusesIncompatibleMaps(t *testing.T) {
 			t.Errorf("%s adopted: %+v", name, a)
 		}
 	}
-	if !strings.Contains(a.Refused["subflows"], "layout changed") || !slices.Contains(a.Maps, "counters") || a.Links != 2 || a.Entries != 0 {
+	if !strings.Contains(a.Refused["subflows"], "layout changed") || !slices.Contains(a.Maps, "counters") || a.Links != 3 || a.Entries != 0 {
 		t.Errorf("adoption %+v", a)
 	}
 	if _, progs := r.attachedTo(r.eid); len(progs) != 1 || progs[0] == progsBefore[0] {
@@ -237,7 +238,7 @@ func TestRestartWithoutAManifest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a := dp.Adoption(); a == nil || len(a.Maps) != 0 || !strings.Contains(a.Refused["*"], "format 99") || a.Links != 2 {
+	if a := dp.Adoption(); a == nil || len(a.Maps) != 0 || !strings.Contains(a.Refused["*"], "format 99") || a.Links != 3 {
 		t.Errorf("adoption %+v", a)
 	}
 	if links, progs := r.attachedTo(r.rloc); len(links) != 1 || progs[0] != programID(t, dp.objs.Underlay) {

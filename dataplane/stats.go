@@ -29,6 +29,7 @@ var counterNames = []string{
 	"subflow_reset", "subflow_fin", "subflow_tokens_learned",
 	"itr_ttl_expired", "etr_decapsulated_xdp", "itr_held", "itr_released", "rtr_held", "rtr_released",
 	"subflow_asked", "subflow_ask_lost", "subflow_pinned", "subflow_pin_refused", "rtr_unresolved",
+	"itr_encapsulated_gpe", "rtr_reencapsulated_gpe", "etr_not_ip", "gro_device_dropped",
 }
 
 // Counters reads the packet counters.

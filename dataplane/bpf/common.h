@@ -95,11 +95,18 @@ struct path {
 	__u8 up;
 	__u8 self;   /* index of our RLOC among the hops, or NO_SELF */
 	__u8 n_hops;
-	__u8 pad[2];
+	__u8 gpe;    /* GPE_FIRST | GPE_NEXT */
+	__u8 pad;
 	struct addr first;
 	struct addr prev; /* hop before self: zero when self is the first */
 	struct addr next; /* hop after self: zero when self is the last */
 };
+
+/* The hops of a path that accept LISP-GPE (dataplane.lisp-gpe.peers):
+ * the first, which the ITR sends to, and the one after this router,
+ * which the RTR sends to. */
+#define GPE_FIRST 1
+#define GPE_NEXT 2
 
 struct mc_entry {
 	__u8 action;
@@ -256,6 +263,10 @@ enum counter {
 	C_SUBFLOW_PINNED,    /* moved to (or kept on) the path its ETR chose */
 	C_SUBFLOW_PIN_REFUSED, /* the path chosen is not usable here, or none was */
 	C_RTR_UNRESOLVED,    /* the next hop is an EID not looked up yet */
+	C_ITR_GPE,	     /* of C_ITR_ENCAP: with a LISP-GPE header */
+	C_RTR_GPE,	     /* of C_RTR_REENCAP: sent on with a LISP-GPE header */
+	C_ETR_NOT_IP,	     /* LISP-GPE whose payload is not IP: dropped */
+	C_GRO_DROPPED,	     /* what the GRO device's socket took: dropped */
 	C_COUNTERS,
 };
 

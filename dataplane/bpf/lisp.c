@@ -29,13 +29,26 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 #define LISP_N 0x80
 #define LISP_L 0x40
+#define LISP_E 0x20
+#define LISP_V 0x10
 #define LISP_I 0x08
+#define LISP_P 0x04 /* LISP-GPE (RFC 9305): the next protocol is in the header */
+#define LISP_K 0x03
+
+/* LISP-GPE's next protocols that an xTR delivers. */
+#define GPE_IPV4 1
+#define GPE_IPV6 2
 
 struct lisphdr {
 	__u8 flags;
-	__u8 nonce[3];
-	__u32 word2; /* instance ID << 8 | low byte, network order */
+	__u8 nonce[3]; /* with P: 16 bits, then the next protocol */
+	__u32 word2;   /* instance ID << 8 | low byte, network order */
 };
+
+static __always_inline __u8 gpe_next_protocol(__u8 family)
+{
+	return family == AF_INET ? GPE_IPV4 : GPE_IPV6;
+}
 
 static __always_inline __u32 eth_proto_of(__u8 family)
 {
@@ -273,7 +286,8 @@ struct target {
 	struct addr dst;
 	__u8 family;
 	__u8 pid;
-	__u8 pad[2];
+	__u8 gpe; /* the first hop accepts LISP-GPE */
+	__u8 pad;
 	__u32 hash;
 };
 
@@ -307,11 +321,21 @@ __noinline int encapsulate(struct __sk_buff *skb, const struct pkt *p, struct tc
 	}
 
 	__u32 h = t->hash;
-	struct lisphdr lh = {.flags = LISP_N};
-	__u32 nonce = bpf_get_prandom_u32();
-	lh.nonce[0] = nonce >> 16;
-	lh.nonce[1] = nonce >> 8;
-	lh.nonce[2] = nonce;
+	struct lisphdr lh = {};
+	if (t->gpe) {
+		/* RFC 9305: the payload's protocol in place of a nonce, so that
+		 * the packets of a flow have equal headers, which the
+		 * receiver's kernel aggregates (GRO, docs/routers.md). */
+		lh.flags = LISP_P;
+		lh.nonce[2] = gpe_next_protocol(p->family);
+		count(C_ITR_GPE);
+	} else {
+		__u32 nonce = bpf_get_prandom_u32();
+		lh.flags = LISP_N;
+		lh.nonce[0] = nonce >> 16;
+		lh.nonce[1] = nonce >> 8;
+		lh.nonce[2] = nonce;
+	}
 	if (cfg_iid)
 		lh.flags |= LISP_I;
 	lh.word2 = bpf_htonl((cfg_iid << 8) | pid);
@@ -493,7 +517,7 @@ int itr(struct __sk_buff *skb)
 	count_path(&itr_paths, i, p.len);
 	if (cfg_clamp_mss && (p.tcp_flags & TCP_SYN) && p.proto == IPPROTO_TCP && !o.mss)
 		parse_tcp_options(skb, &p, &o);
-	struct target t = {.dst = pa->first, .family = pa->family, .hash = h};
+	struct target t = {.dst = pa->first, .family = pa->family, .gpe = pa->gpe & GPE_FIRST, .hash = h};
 	if (!cfg_previous_hop && pa->n_hops > 1)
 		t.pid = i + 1;
 	return encapsulate(skb, &p, &o, &t);
@@ -517,7 +541,27 @@ struct onward {
 	__u32 pid;
 	__u32 len;	 /* of the outer packet */
 	__u32 inner_ttl;
+	__u8 inner_family;
+	__u8 gpe;	 /* the next hop accepts LISP-GPE */
+	__u8 pad[2];
 };
+
+/* hop_lisp writes the LISP header an RTR sends on: LISP-GPE to a next
+ * hop that accepts it, else RFC 9300's, as RFC 9305 wants of a router
+ * that has not said it takes LISP-GPE. The instance ID, the path ID and
+ * the key ID stay as they came. */
+static __always_inline void hop_lisp(struct lisphdr *lh, const struct onward *h)
+{
+	if (h->gpe) {
+		count(C_RTR_GPE);
+		lh->flags = (lh->flags & (LISP_L | LISP_I | LISP_K)) | LISP_P;
+		lh->nonce[0] = lh->nonce[1] = 0;
+		lh->nonce[2] = gpe_next_protocol(h->inner_family);
+	} else if (lh->flags & LISP_P) {
+		lh->flags &= ~(LISP_P | LISP_N | LISP_E | LISP_V);
+		lh->nonce[0] = lh->nonce[1] = lh->nonce[2] = 0;
+	}
+}
 
 /* reencapsulate rewrites the outer header in place to send the packet on
  * to the next hop of its ELP. */
@@ -554,6 +598,7 @@ __noinline int reencapsulate(struct __sk_buff *skb, __u32 family, const struct o
 		ip->check = 0;
 		ip->check = ip_csum(ip);
 		f.o.udp.check = 0;
+		hop_lisp(&f.o.lisp, h);
 		count(C_RTR_REENCAP);
 		count_path(&rtr_paths, pid < MAX_PATHS ? pid : 0, len);
 		return transmit(skb, &fib, rc, family, &f.eth, sizeof(f) - 2);
@@ -571,6 +616,7 @@ __noinline int reencapsulate(struct __sk_buff *skb, __u32 family, const struct o
 	__builtin_memcpy(&ip6->saddr, &eg->src6, 16);
 	__builtin_memcpy(&ip6->daddr, next, 16);
 	f.o.udp.check = 0;
+	hop_lisp(&f.o.lisp, h);
 	count(C_RTR_REENCAP);
 	count_path(&rtr_paths, pid < MAX_PATHS ? pid : 0, len);
 	return transmit(skb, &fib, rc, family, &f.eth, sizeof(f) - 2);
@@ -634,6 +680,12 @@ int underlay(struct __sk_buff *skb)
 	__u32 word2 = bpf_ntohl(lh.word2);
 	__u32 iid = (lh.flags & LISP_I) ? word2 >> 8 : 0;
 	__u32 pid = (lh.flags & LISP_L) ? 0 : word2 & 0xff;
+	/* LISP-GPE names its payload: only IP has a place behind an xTR. */
+	__u8 next = lh.nonce[2];
+	if ((lh.flags & LISP_P) && next != GPE_IPV4 && next != GPE_IPV6) {
+		count(C_ETR_NOT_IP);
+		return TC_ACT_SHOT;
+	}
 
 	__u8 v;
 	__u32 inner_off = ETH_HLEN + overhead;
@@ -643,6 +695,8 @@ int underlay(struct __sk_buff *skb)
 	}
 	struct pkt in = {};
 	__u8 in_family = (v >> 4) == 4 ? AF_INET : (v >> 4) == 6 ? AF_INET6 : 0;
+	if (in_family && (lh.flags & LISP_P) && next != gpe_next_protocol(in_family))
+		in_family = 0; /* the header and the packet disagree */
 	if (!in_family || parse_ip(skb, inner_off, in_family, &in)) {
 		count(C_ETR_MALFORMED);
 		return TC_ACT_SHOT;
@@ -679,7 +733,8 @@ int underlay(struct __sk_buff *skb)
 				count(C_RTR_FAMILY_CHANGE);
 				return TC_ACT_SHOT;
 			}
-			struct onward h = {.next = pa->next, .pid = pid ? pid - 1 : i, .len = outer.len, .inner_ttl = in.ttl};
+			struct onward h = {.next = pa->next, .pid = pid ? pid - 1 : i, .len = outer.len, .inner_ttl = in.ttl,
+					   .inner_family = in.family, .gpe = pa->gpe & GPE_NEXT};
 			return reencapsulate(skb, family, &h);
 		}
 	}
@@ -693,6 +748,18 @@ int underlay(struct __sk_buff *skb)
 }
 
 #include "xdp.h"
+
+/* gro_sink is the ingress of lispd's GRO device, whose UDP socket on
+ * port 4341 gives LISP-GPE the kernel's GRO (docs/routers.md). What that
+ * socket receives itself is what no RLOC interface's program took: the
+ * kernel would decapsulate it and deliver or route the inner packet,
+ * around the ETR. Everything is dropped, and counted. */
+SEC("tc")
+int gro_sink(struct __sk_buff *skb)
+{
+	count(C_GRO_DROPPED);
+	return TC_ACT_SHOT;
+}
 
 /* xdp_decapsulated follows the MPTCP handshakes of what underlay_xdp
  * decapsulated, as decapsulation in tc does, once GRO has aggregated it;

@@ -171,6 +171,10 @@ int underlay_xdp(struct xdp_md *ctx)
 	struct xdp_inner in = {};
 	if (xdp_inner_of(ip, end, &in))
 		return XDP_PASS;
+	/* LISP-GPE whose payload is not the IP packet found: tc's, which
+	 * drops it. */
+	if ((lh.flags & LISP_P) && lh.nonce[2] != gpe_next_protocol(in.family))
+		return XDP_PASS;
 	__u32 word2 = bpf_ntohl(lh.word2);
 	__u32 iid = (lh.flags & LISP_I) ? word2 >> 8 : 0;
 	/* What an RTR sends on, or has no entry for, is tc's. */

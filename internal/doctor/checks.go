@@ -14,6 +14,8 @@ import (
 
 	"github.com/cilium/ebpf/btf"
 	"golang.org/x/sys/unix"
+
+	"github.com/amptcp/amptcp/internal/lispgro"
 )
 
 // Everything is what `amptcp doctor` checks: every part's needs, with the
@@ -24,6 +26,7 @@ func Everything() []Check {
 		MPTCP(), UserspacePM(),
 		BPF(), TCX(), Clsact().Optional(), BTF(), StructOps(),
 		Congestion("cubic"),
+		LISPGPEGRO().Optional(),
 		Netns(), Veth(), TUN(), VXLAN().Optional(),
 		Iperf3().Optional(), Mptcpize().Optional(), Tshark(),
 	}
@@ -152,6 +155,20 @@ func TCX() Check {
 		return probed(sys.Probes.AttachTCX(), "attach a tc program with TCX",
 			"use Linux 6.6 or later (CONFIG_NET_XGRESS=y): lispd attaches its programs to tc ingress with TCX links",
 			"a tc program attaches to a device's ingress with a TCX link")
+	}}
+}
+
+// LISPGPEGRO: the kernel's GRO for LISP-GPE, through a VXLAN-GPE device
+// on port 4341 (Linux 6.5), which lispd's xtr and rtr roles make unless
+// told not to (dataplane.lisp-gpe.gro). They run without it, slower on
+// an underlay of MTU-sized frames: optional in Everything.
+func LISPGPEGRO() Check {
+	return Check{Name: "lisp-gpe-gro", Required: true, For: "lispd's GRO for LISP-GPE (dataplane.lisp-gpe.gro)", run: func(sys *System) finding {
+		if err := lispgro.Supported(readTrim(sys, "proc/sys/kernel/osrelease")); err != nil {
+			return missing(err.Error(), "use Linux 6.5 or later; lispd runs without GRO for LISP-GPE meanwhile")
+		}
+		return probed(sys.Probes.NewLink("vxlan-gpe"), "make a VXLAN-GPE device on UDP port 4341",
+			"use a kernel built with CONFIG_VXLAN", "a VXLAN-GPE device on UDP port 4341 can be made")
 	}}
 }
 

@@ -67,7 +67,8 @@ type Probes interface {
 	AttachTCX() error
 	// AttachClsact adds a clsact qdisc and a direct-action BPF filter.
 	AttachClsact() error
-	// NewLink makes a link of kind ("veth", "vxlan").
+	// NewLink makes a link of kind ("veth", "vxlan", "vxlan-gpe": a
+	// VXLAN-GPE device as lispd's GRO device).
 	NewLink(kind string) error
 	// NewTAP makes a TAP device through /dev/net/tun.
 	NewTAP() error

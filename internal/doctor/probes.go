@@ -11,6 +11,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/amptcp/amptcp/internal/lispgro"
 	"github.com/amptcp/amptcp/internal/osthread"
 )
 
@@ -87,6 +88,8 @@ func (hostProbes) NewLink(kind string) error {
 			l = &netlink.Veth{LinkAttrs: attrs, PeerName: "doctor1"}
 		case "vxlan":
 			l = &netlink.Vxlan{LinkAttrs: attrs, VxlanId: 1, Port: 4789}
+		case "vxlan-gpe":
+			return lispgro.Create(attrs.Name)
 		default:
 			return fmt.Errorf("no probe for links of kind %q", kind)
 		}

@@ -19,7 +19,7 @@ type Machine struct {
 	// Files are its files from "/".
 	Files fstest.MapFS
 	// Probes fail with the error given for a probe: "netns", "bpf",
-	// "tcx", "clsact", "tap", "link veth", "link vxlan".
+	// "tcx", "clsact", "tap", "link veth", "link vxlan", "link vxlan-gpe".
 	Probes Probes
 	// Tools map a program's name to its path.
 	Tools map[string]string
