@@ -49,6 +49,8 @@ type xtrSpec struct {
 	resolver  string   // map-resolver and map-server
 	// xdp decapsulates in XDP on the RLOC interface (dataplane.xdp-interfaces).
 	xdp bool
+	// gpe are the RLOCs sent LISP-GPE (dataplane.lisp-gpe.peers).
+	gpe []string
 	// miss is dataplane.miss ("": the default); more are more EID-prefixes
 	// of the site, each registered as a mapping of its own.
 	miss string
@@ -71,6 +73,7 @@ func xtrConfig(x xtrSpec) string {
 	if x.miss != "" {
 		xdp += "\n  miss: " + x.miss
 	}
+	xdp += gpePeers(x.gpe)
 	more := ""
 	for _, p := range x.more {
 		more += "\n    - {eid-prefix: " + p + ", locators: [" + loc + "]}"
@@ -94,16 +97,24 @@ xtr:
 `
 }
 
+// gpePeers is the dataplane's lisp-gpe section for peers, if any.
+func gpePeers(peers []string) string {
+	if len(peers) == 0 {
+		return ""
+	}
+	return "\n  lisp-gpe: {peers: [" + strings.Join(peers, ", ") + "]}"
+}
+
 // rtrConfig is the lispd of the middle router: it re-encapsulates the
-// packets of the ELPs that name it.
-func rtrConfig(sock string, listen, rlocIfaces []string, resolver string) string {
+// packets of the ELPs that name it, with LISP-GPE to gpe.
+func rtrConfig(sock string, listen, rlocIfaces []string, resolver string, gpe []string) string {
 	return `# amptcp bench dataplane: the RTR
 roles: [rtr]
 listen: ["` + strings.Join(listen, `", "`) + `"]
 log: {level: info}
 control: {socket: "` + sock + `"}
 dataplane:
-  rloc-interfaces: [` + strings.Join(rlocIfaces, ", ") + `]
+  rloc-interfaces: [` + strings.Join(rlocIfaces, ", ") + `]` + gpePeers(gpe) + `
 map-cache:
   map-resolvers: ["` + resolver + `"]
 `

@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/amptcp/amptcp/config"
@@ -21,7 +22,7 @@ func TestLispdConfigs(t *testing.T) {
 	plain := xtrSpec{sock: "/tmp/r3.sock", rloc: "10.0.13.3", eidIface: "ab1-9b", rlocIface: "ab1-8b",
 		eidPrefix: siteB, key: keySiteB, resolver: "10.0.100.2"}
 	viaRTR := plain
-	viaRTR.rloc, viaRTR.elp = "10.0.23.3", []string{"10.0.12.2", "10.0.23.3"}
+	viaRTR.rloc, viaRTR.elp, viaRTR.gpe = "10.0.23.3", []string{"10.0.12.2", "10.0.23.3"}, []string{underlay}
 	for _, tc := range []struct {
 		name    string
 		spec    xtrSpec
@@ -52,13 +53,17 @@ func TestLispdConfigs(t *testing.T) {
 			!c.XTR.MapServers[0].ProxyReply || c.Listen[0] != tc.spec.rloc {
 			t.Errorf("xtr %s: %+v %+v %+v", tc.name, c.Dataplane, c.MapCache, c.XTR.MapServers)
 		}
+		if !slices.Equal(c.Dataplane.LISPGPE.Peers, tc.spec.gpe) {
+			t.Errorf("xtr %s: lisp-gpe %+v, want peers %v", tc.name, c.Dataplane.LISPGPE, tc.spec.gpe)
+		}
 	}
 
-	rtr, err := config.Parse([]byte(rtrConfig("/tmp/r2.sock", []string{"10.0.12.2", "10.0.23.2"}, []string{"ab1-5b", "ab1-6a"}, "10.0.100.2")))
+	rtr, err := config.Parse([]byte(rtrConfig("/tmp/r2.sock", []string{"10.0.12.2", "10.0.23.2"}, []string{"ab1-5b", "ab1-6a"}, "10.0.100.2", []string{underlay})))
 	if err != nil {
 		t.Fatalf("rtr: %v", err)
 	}
-	if !rtr.Has(config.RoleRTR) || len(rtr.Dataplane.RLOCInterfaces) != 2 || len(rtr.Listen) != 2 || rtr.XTR != nil {
+	if !rtr.Has(config.RoleRTR) || len(rtr.Dataplane.RLOCInterfaces) != 2 || len(rtr.Listen) != 2 || rtr.XTR != nil ||
+		!slices.Equal(rtr.Dataplane.LISPGPE.Peers, []string{underlay}) {
 		t.Errorf("rtr: %+v", rtr)
 	}
 }

@@ -57,10 +57,16 @@ func (p *path) setUpLISP(ctx context.Context, lispd, dir string, deadline time.T
 	resolver := ip(msAddr)
 	name := p.variant.Name
 	sock := func(node string) string { return filepath.Join(dir, name+"-"+node+".sock") }
+	// LISP-GPE between lispd's routers, but for lisp-xdp, which
+	// decapsulates in XDP what comes with RFC 9300's headers.
+	gpe, xdp := []string{underlay}, p.variant.kind == kindLISPXDP
+	if xdp {
+		gpe = nil
+	}
 	x1 := xtrSpec{sock: sock("r1"), rloc: rloc1, eidIface: p.net.Links()[0].Iface(p.r1), rlocIface: p.underlay[0].Iface(p.r1),
-		eidPrefix: siteA, key: keySiteA, resolver: resolver}
+		eidPrefix: siteA, key: keySiteA, resolver: resolver, gpe: gpe, xdp: xdp}
 	x3 := xtrSpec{sock: sock("r3"), rloc: rloc3, eidIface: p.serverLink.Iface(p.r3), rlocIface: p.lastHop.Iface(p.r3),
-		eidPrefix: siteB, key: keySiteB, resolver: resolver}
+		eidPrefix: siteB, key: keySiteB, resolver: resolver, gpe: gpe, xdp: xdp}
 	daemons := []lispdSpec{{ms, "map-server", mapServerConfig(sock("ms"), resolver), sock("ms")}}
 	if p.r2 != nil {
 		// Each site registers the ELP through r2 toward itself: r2's
@@ -68,22 +74,16 @@ func (p *path) setUpLISP(ctx context.Context, lispd, dir string, deadline time.T
 		x1.elp = []string{ip(r2Under23), rloc1}
 		x3.elp = []string{ip(r2Under12), rloc3}
 		l12, l23 := p.underlay[0], p.underlay[1]
-		rtr := rtrConfig(sock("r2"), []string{ip(r2Under12), ip(r2Under23)}, []string{l12.Iface(p.r2), l23.Iface(p.r2)}, resolver)
+		rtr := rtrConfig(sock("r2"), []string{ip(r2Under12), ip(r2Under23)}, []string{l12.Iface(p.r2), l23.Iface(p.r2)}, resolver, gpe)
 		daemons = append(daemons, lispdSpec{p.r2, "rtr", rtr, sock("r2")})
 	}
 	daemons = append(daemons, lispdSpec{p.r3, "xtr", xtrConfig(x3), x3.sock}, lispdSpec{p.r1, "xtr", xtrConfig(x1), x1.sock})
-	p.xtrs = []*xtrRun{{spec: x3, nd: p.r3}, {spec: x1, nd: p.r1}}
 
 	for _, d := range daemons {
 		what := fmt.Sprintf("lispd %s on %s", d.role, d.nd.Name)
 		cfgPath := filepath.Join(dir, name+"-"+d.nd.Name+".yaml")
 		if err := writeConfig(what, cfgPath, d.cfg); err != nil {
 			return err
-		}
-		for _, x := range p.xtrs {
-			if x.nd == d.nd {
-				x.cfgPath = cfgPath
-			}
 		}
 		pr, err := startIn(d.nd.NS, what, []string{lispd, "-config", cfgPath}, filepath.Join(dir, name+"-"+d.nd.Name+"-lispd.log"), nil)
 		if err != nil {
@@ -119,53 +119,6 @@ func writeConfig(what, path, cfg string) error {
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		return fmt.Errorf("write the configuration of %s: %w", what, err)
 	}
-	return nil
-}
-
-// xtrRun is an xTR's lispd, whose configuration the profiles change.
-type xtrRun struct {
-	spec    xtrSpec
-	nd      *nsnet.Node
-	cfgPath string
-}
-
-// setXDP gives the xTRs' lispds the configuration with decapsulation in
-// XDP or without, as a profile wants, with `lispd restart` (the data
-// plane forwards on meanwhile), and waits until the new lispds answer.
-func (p *path) setXDP(on bool, timeout time.Duration) error {
-	if len(p.xtrs) == 0 || p.xdp == on {
-		return nil
-	}
-	for _, x := range p.xtrs {
-		what := "lispd xtr on " + x.nd.Name
-		x.spec.xdp = on
-		if err := writeConfig(what, x.cfgPath, xtrConfig(x.spec)); err != nil {
-			return err
-		}
-		before, err := daemon.QueryStatus(x.spec.sock)
-		if err != nil {
-			return fmt.Errorf("%s: %w", what, err)
-		}
-		var rs daemon.RestartStatus
-		if err := daemon.Ask(x.spec.sock, "restart", &rs); err != nil {
-			return fmt.Errorf("restart %s: %w", what, err)
-		}
-		deadline := time.Now().Add(timeout)
-		for {
-			st, err := daemon.QueryStatus(x.spec.sock)
-			if err == nil && !st.Started.Equal(before.Started) {
-				break
-			}
-			if dead := p.dead(); dead != nil {
-				return dead
-			}
-			if time.Now().After(deadline) {
-				return fmt.Errorf("restart %s: no new lispd answered within %s%s", what, timeout, p.logTails())
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
-	p.xdp = on
 	return nil
 }
 

@@ -155,6 +155,12 @@ func (o *Options) Validate() error {
 			errs = append(errs, fmt.Errorf("profiles: %s named twice", p))
 		}
 	}
+	for _, name := range o.Variants {
+		if v := variantByName(name); v != nil && !slices.ContainsFunc(o.Profiles, v.in) && profilesKnown(o.Profiles) {
+			errs = append(errs, fmt.Errorf("variants: %s is measured in the %s profile only, which --profiles leaves out",
+				name, strings.Join(v.Profiles, ", ")))
+		}
+	}
 	for i, s := range o.Streams {
 		switch {
 		case s < 1 || s > 128:
@@ -187,8 +193,25 @@ func (o *Options) Validate() error {
 	return errors.Join(errs...)
 }
 
+func profilesKnown(names []string) bool {
+	for _, n := range names {
+		if profileByName(n) == nil {
+			return false
+		}
+	}
+	return true
+}
+
 // Runs is how many iperf3 runs the options make with every variant up,
 // for the estimate of a run's length.
 func (o *Options) Runs() int {
-	return len(o.Variants) * len(o.Profiles) * len(o.Streams) * o.Repetitions
+	n := 0
+	for _, v := range o.Variants {
+		for _, p := range o.Profiles {
+			if vr := variantByName(v); vr != nil && vr.in(p) {
+				n++
+			}
+		}
+	}
+	return n * len(o.Streams) * o.Repetitions
 }

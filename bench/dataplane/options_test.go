@@ -40,7 +40,7 @@ func TestOptionsErrors(t *testing.T) {
 		t.Fatal("no error")
 	}
 	for _, want := range []string{
-		`variants: unknown variant "gre" (want some of plain, plain-3, vxlan, lisp, lisp-rtr, plain-xdp)`,
+		`variants: unknown variant "gre" (want some of plain, plain-3, vxlan, lisp, lisp-rtr, plain-xdp, lisp-xdp)`,
 		"variants: plain named twice",
 		`profiles: unknown profile "jumbo" (want some of gso, wire)`,
 		"streams: 0 is not between 1 and 128",
@@ -54,5 +54,18 @@ func TestOptionsErrors(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q:\n%v", want, err)
 		}
+	}
+}
+
+// A variant of one profile only wants that profile among --profiles; the
+// runs count only the pairs measured.
+func TestOptionsProfilesOfAVariant(t *testing.T) {
+	o := Options{Variants: []string{"lisp", "lisp-xdp"}, Profiles: []string{"gso"}}
+	if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "variants: lisp-xdp is measured in the wire profile only") {
+		t.Errorf("lisp-xdp in gso only: %v", err)
+	}
+	o = Options{Variants: []string{"lisp", "lisp-xdp"}, Streams: []int{1}, Repetitions: 1}
+	if err := o.Validate(); err != nil || o.Runs() != 3 {
+		t.Errorf("lisp in two profiles, lisp-xdp in one: %v, %d runs", err, o.Runs())
 	}
 }

@@ -8,20 +8,11 @@ import (
 	"github.com/cilium/ebpf/link"
 )
 
-// setPassXDP attaches, for plain-xdp, a program that passes every frame
-// (XDP_PASS) to r3's end of the underlay in the profiles where lispd's
-// xTRs decapsulate in XDP, and detaches it in the others: a veth copies
-// each frame with page fragments for XDP, whatever the program does, and
-// this measures that alone.
-func (p *path) setPassXDP(on bool) error {
-	if p.variant.kind != kindPlainXDP || on == (p.passXDP != nil) {
-		return nil
-	}
-	if !on {
-		err := p.passXDP.Close()
-		p.passXDP = nil
-		return err
-	}
+// attachPassXDP attaches, for plain-xdp, a program that passes every
+// frame (XDP_PASS) to r3's end of the underlay: a veth copies each frame
+// with page fragments for XDP, whatever the program does, and this
+// measures that alone.
+func (p *path) attachPassXDP() error {
 	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
 		Name: "pass", Type: ebpf.XDP, License: "GPL",
 		Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, 2), asm.Return()}, // XDP_PASS

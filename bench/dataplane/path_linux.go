@@ -6,7 +6,6 @@ import (
 	"io"
 	"net"
 	"strings"
-	"time"
 
 	"github.com/vishvananda/netlink"
 
@@ -30,13 +29,9 @@ type path struct {
 	// lastHop is the underlay link into r3.
 	serverLink, lastHop *nsnet.Veth
 	procs               []*process // lispds, then the iperf3 server
-	// xtrs are the lisp variants' xTRs; xdp says whether they
-	// decapsulate in XDP now (a profile's choice).
-	xtrs        []*xtrRun
-	xdp         bool
-	passXDP     io.Closer // plain-xdp's program on r3, while attached
-	iperfServer *process
-	devices     []device // other than veths: VXLAN
+	passXDP             io.Closer  // plain-xdp's program on r3
+	iperfServer         *process
+	devices             []device // other than veths: VXLAN
 }
 
 // device is an interface the bench created in a node, removed by name.
@@ -184,16 +179,11 @@ func (p *path) readDefaults() error {
 	})
 }
 
-// apply sets the profile's offloads on both ends of every underlay link,
-// and configures the xTRs of a lisp variant for it. The xTRs go first:
-// on a veth, XDP fixes the peer's TSO off while it is attached.
-func (p *path) apply(prof *Profile, timeout time.Duration) error {
-	if err := p.setXDP(prof.XDP, timeout); err != nil {
-		return fmt.Errorf("profile %s: %w", prof.Name, err)
-	}
-	if err := p.setPassXDP(prof.XDP); err != nil {
-		return fmt.Errorf("profile %s: %w", prof.Name, err)
-	}
+// apply sets the profile's offloads on both ends of every underlay link.
+// Where a variant's XDP program fixed TSO off (a veth whose peer runs
+// XDP), setOffloads leaves it so: such variants run in the wire profile
+// only.
+func (p *path) apply(prof *Profile) error {
 	want := p.defaults
 	if prof.Underlay != nil {
 		want = *prof.Underlay

@@ -201,6 +201,9 @@ func (r *Result) summarize() {
 	r.Summaries = nil
 	for _, p := range r.Profiles {
 		for _, v := range r.Variants {
+			if !v.in(p.Name) {
+				continue
+			}
 			for _, st := range r.Streams {
 				k := key{p.Name, v.Name, st}
 				s := summary(k, runs[k])

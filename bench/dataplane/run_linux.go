@@ -110,7 +110,7 @@ func (r *run) phases(ctx context.Context) (*Result, error) {
 	res.Environment = r.environment()
 	var lispd string
 	var lispdErr error
-	if slices.ContainsFunc(o.Variants, func(v string) bool { return variantByName(v).kind >= kindLISP }) {
+	if slices.ContainsFunc(o.Variants, func(v string) bool { return variantByName(v).lispd() }) {
 		if lispd, lispdErr = buildinfo.Program("lispd", o.Lispd, "--lispd"); lispdErr == nil {
 			res.Environment.Lispd, res.Environment.LispdVersion = lispd, version(lispd, "-version")
 		}
@@ -149,16 +149,22 @@ func (r *run) phases(ctx context.Context) (*Result, error) {
 		res.Variants = append(res.Variants, vr)
 	}
 
-	total, n := len(up)*len(o.Profiles)*len(o.Streams)*o.Repetitions, 0
+	total, n := 0, 0
+	for _, p := range up {
+		for _, pname := range o.Profiles {
+			if p.variant.in(pname) {
+				total += len(o.Streams) * o.Repetitions
+			}
+		}
+	}
 	for rep := 1; rep <= o.Repetitions; rep++ {
 		for _, pname := range o.Profiles {
 			prof := profileByName(pname)
 			for _, p := range up {
-				applyErr := p.apply(prof, o.SetupTimeout)
-				if applyErr == nil && p.xtrs != nil {
-					// Traffic passes again once the new lispds took over.
-					_, applyErr = p.waitTraffic(ctx, time.Now().Add(o.SetupTimeout))
+				if !p.variant.in(pname) {
+					continue
 				}
+				applyErr := p.apply(prof)
 				for _, st := range o.Streams {
 					n++
 					run := Measurement{Repetition: rep, Profile: prof.Name, Variant: p.variant.Name, Streams: st}
@@ -197,11 +203,15 @@ func (r *run) setUp(ctx context.Context, v *Variant, lispd string, lispdErr erro
 	}
 	var err error
 	switch v.kind {
-	case kindPlain, kindPlainXDP:
+	case kindPlain:
 		err = p.routePlain()
+	case kindPlainXDP:
+		if err = p.routePlain(); err == nil {
+			err = p.attachPassXDP()
+		}
 	case kindVXLAN:
 		err = p.routeVXLAN()
-	case kindLISP, kindLISPRTR:
+	case kindLISP, kindLISPRTR, kindLISPXDP:
 		if lispdErr != nil {
 			return p, 0, lispdErr
 		}

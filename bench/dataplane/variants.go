@@ -1,5 +1,7 @@
 package dataplane
 
+import "slices"
+
 // Variant is one data path the bench measures.
 type Variant struct {
 	Name string `json:"name"`
@@ -11,7 +13,19 @@ type Variant struct {
 	Description string `json:"description"`
 	// Extra variants are measured only when named (--variants).
 	Extra bool `json:"extra,omitempty"`
-	kind  kind
+	// Profiles the variant is measured in; none: all of them.
+	Profiles []string `json:"profiles,omitempty"`
+	kind     kind
+}
+
+// lispd says whether the variant runs lispd.
+func (v *Variant) lispd() bool {
+	return v.kind == kindLISP || v.kind == kindLISPRTR || v.kind == kindLISPXDP
+}
+
+// in says whether the variant is measured in profile.
+func (v *Variant) in(profile string) bool {
+	return len(v.Profiles) == 0 || slices.Contains(v.Profiles, profile)
 }
 
 type kind uint8
@@ -22,6 +36,7 @@ const (
 	kindLISP
 	kindLISPRTR
 	kindPlainXDP
+	kindLISPXDP
 )
 
 // Variants are every data path the bench knows, in the order it measures
@@ -34,12 +49,16 @@ var Variants = []Variant{
 	{Name: "vxlan", Routers: 2, Reference: "plain", kind: kindVXLAN,
 		Description: "kernel VXLAN (UDP 4789) between r1 and r3, the sites' routes over it"},
 	{Name: "lisp", Routers: 2, Reference: "plain", kind: kindLISP,
-		Description: "lispd xtr on r1 (ITR) and r3 (ETR), a lispd map-server/map-resolver on its own node off r1"},
+		Description: "lispd xtr on r1 (ITR) and r3 (ETR), LISP-GPE between them (aggregated by GRO where frames are " +
+			"MTU-sized), a lispd map-server/map-resolver on its own node off r1"},
 	{Name: "lisp-rtr", Routers: 3, Reference: "plain-3", kind: kindLISPRTR,
-		Description: "lispd xtr on r1 and r3, lispd rtr on r2; both sites register an ELP through r2"},
-	{Name: "plain-xdp", Routers: 2, Reference: "plain", kind: kindPlainXDP, Extra: true,
-		Description: "plain routing with a pass-through XDP program on r3's underlay in the profiles where lispd's " +
-			"xTRs decapsulate in XDP: what XDP itself costs on a veth (which copies each frame for it)"},
+		Description: "lispd xtr on r1 and r3, lispd rtr on r2, LISP-GPE between them; both sites register an ELP through r2"},
+	{Name: "plain-xdp", Routers: 2, Reference: "plain", kind: kindPlainXDP, Extra: true, Profiles: []string{"wire"},
+		Description: "plain routing with a pass-through XDP program on r3's underlay: what XDP itself costs on a veth " +
+			"(which copies each frame for it)"},
+	{Name: "lisp-xdp", Routers: 2, Reference: "plain", kind: kindLISPXDP, Extra: true, Profiles: []string{"wire"},
+		Description: "lisp with RFC 9300 headers, decapsulated in XDP ahead of GRO on r3 (xdp-interfaces) rather than " +
+			"aggregated as LISP-GPE: the choice for a NIC with native XDP, which a veth's copy for XDP does not show"},
 }
 
 // VariantNames are the names of the variants measured by default.
@@ -78,10 +97,6 @@ type Profile struct {
 	// Underlay is what the ends of the links between routers are set
 	// to; nil leaves veth's defaults.
 	Underlay *Offloads `json:"underlay,omitempty"`
-	// XDP: the lisp variants' xTRs decapsulate in XDP on their RLOC
-	// interfaces (dataplane.xdp-interfaces), as lispd is configured
-	// for an underlay of MTU-sized frames.
-	XDP bool `json:"lispd_xdp"`
 }
 
 // Profiles are the offload profiles (docs/kernel.md, "eBPF LISP
@@ -91,11 +106,11 @@ type Profile struct {
 var Profiles = []Profile{
 	{Name: "gso",
 		Description: "veth defaults on every link (TSO and GSO on, GRO off): 64 KB super-packets cross the whole chain"},
-	{Name: "wire", Underlay: &Offloads{TSO: false, GSO: false, GRO: true}, XDP: true,
+	{Name: "wire", Underlay: &Offloads{TSO: false, GSO: false, GRO: true},
 		Description: "NIC-like underlay: on both ends of every router-to-router link TSO (all variants) and GSO off, " +
 			"so that a router segments what it sends there into MTU-sized frames, and GRO on (veth NAPI), " +
-			"so that the receiving router aggregates them where the kernel has a GRO handler (TCP, VXLAN; not UDP 4341); " +
-			"lispd's xTRs decapsulate in XDP ahead of GRO (xdp-interfaces), so that the inner TCP is aggregated too"},
+			"so that the receiving router aggregates them where the kernel has a GRO handler: TCP, VXLAN, " +
+			"and LISP-GPE through lispd's VXLAN-GPE device (not RFC 9300's LISP)"},
 }
 
 // ProfileNames are the names of Profiles.
@@ -120,6 +135,7 @@ func profileByName(name string) *Profile {
 // its own). The sites' EIDs are 192.168.1.0/24 (client) and
 // 192.168.2.0/24 (server); the underlay is 10.0.0.0/16.
 const (
+	underlay   = "10.0.0.0/16"
 	clientAddr = "192.168.1.2/24"
 	r1Site     = "192.168.1.1/24"
 	serverAddr = "192.168.2.2/24"

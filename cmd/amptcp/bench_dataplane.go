@@ -20,9 +20,12 @@ client — r1 — [r2] — r3 — server per variant:
   vxlan     kernel VXLAN between r1 and r3
   lisp      lispd xtr on r1 and r3 (ITR/ETR), a lispd map-server off r1
   lisp-rtr  lispd xtr on r1 and r3, lispd rtr on r2, ELPs through r2
-and, only when named, plain-xdp: plain routing with a pass-through XDP
-program on r3 in the wire profile (what XDP costs on a veth, which copies
-each frame for it). It waits until each variant passes traffic (lispd
+(lispd's routers send each other LISP-GPE, which their kernels aggregate
+with GRO) and, only when named and in the wire profile only:
+  plain-xdp plain routing with a pass-through XDP program on r3 (what XDP
+            costs on a veth, which copies each frame for it)
+  lisp-xdp  lisp with RFC 9300 headers, decapsulated in XDP on r3
+It waits until each variant passes traffic (lispd
 answering and the mapping system resolving, for the lisp ones); one that
 does not come up within --setup-timeout is reported with its reason and
 lispd's log, and the others are measured. Then iperf3 sends TCP (--congestion, set
@@ -30,7 +33,7 @@ explicitly: the kernel's default is bbr) from the client to the server,
 with each --streams count, for --duration, --repetitions times, the
 variants taking turns, in two offload profiles: gso (veth defaults) and
 wire (a NIC-like underlay: TSO and GSO off, GRO on, on the links between
-routers; lispd's xTRs decapsulate in XDP there, restarted for it). It
+routers). It
 reports the median Gbit/s, the ratio to the reference in the same
 repetitions, Mpps into the server's link, and CPU per Gbit/s (the whole
 machine's, and the bench's own: iperf3, lispd, ksoftirqd), and the
