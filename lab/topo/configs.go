@@ -146,6 +146,10 @@ func (c *compiler) mapServersOf(site string) []string {
 // it runs (deploy/: lispd@ms.service reads /etc/amptcp/ms.yaml).
 var lispdInstances = map[Role]string{RoleMS: "ms", RoleDDT: "ddt", RoleXTR: "xtr", RoleRTR: "rtr"}
 
+// allGPE sends LISP-GPE to every RLOC: the lab's tunnel routers are all
+// lispd's (docs/routers.md, "LISP-GPE and GRO").
+var allGPE = config.LISPGPE{Peers: []string{"0.0.0.0/0", "::/0"}}
+
 // configs generates the configuration of every lispd and `amptcp pm`,
 // completed with their defaults and validated as they will be.
 func (c *compiler) configs() error {
@@ -167,7 +171,8 @@ func (c *compiler) configs() error {
 			s := c.sites[n.Site]
 			node := c.nodes[n.Name]
 			dp := &config.Dataplane{InstanceID: c.t.InstanceID, PathSelection: node.PathSelection,
-				SourceSelection: node.SourceSelection, MPTCPSubflows: node.MPTCPSubflows, PathID: node.PathID}
+				SourceSelection: node.SourceSelection, MPTCPSubflows: node.MPTCPSubflows, PathID: node.PathID,
+				LISPGPE: allGPE}
 			for _, iface := range n.Interfaces {
 				if iface.EID {
 					dp.EIDInterfaces = append(dp.EIDInterfaces, iface.Name)
@@ -195,7 +200,7 @@ func (c *compiler) configs() error {
 			cfg = &config.Config{Roles: []config.Role{config.RoleXTR}, Dataplane: dp, XTR: x,
 				MapCache: &config.MapCache{MapResolvers: siteMS, ProbeInterval: &probe}}
 		case RoleRTR:
-			dp := &config.Dataplane{PathID: c.nodes[n.Name].PathID}
+			dp := &config.Dataplane{PathID: c.nodes[n.Name].PathID, LISPGPE: allGPE}
 			for _, iface := range n.Interfaces {
 				dp.RLOCInterfaces = append(dp.RLOCInterfaces, iface.Name)
 			}

@@ -115,6 +115,12 @@ func TestDocExampleCompiles(t *testing.T) {
 	if got := xa.Dataplane.RLOCInterfaces; strings.Join(got, ",") != "eth1,eth2" {
 		t.Errorf("xtra's RLOC interfaces %v", got)
 	}
+	// Every tunnel router of the lab is lispd's: LISP-GPE to all of them.
+	for _, name := range []string{"xtra", "rtr1"} {
+		if got := p.Node(name).Lispd.Dataplane.LISPGPE; strings.Join(got.Peers, ",") != "0.0.0.0/0,::/0" || !got.GROOn() {
+			t.Errorf("%s's lisp-gpe %+v", name, got)
+		}
+	}
 	locs := xa.XTR.DatabaseMappings[0].Locators
 	if len(locs) != 2 || locs[0].Address != "10.255.0.1" || locs[1].Address != "10.255.0.9" {
 		t.Errorf("site a's locators: %+v", locs)
