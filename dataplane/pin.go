@@ -185,8 +185,10 @@ func (p *pinDir) unlock() {
 }
 
 // RemovePinned removes the data plane a lispd left pinned in dir (a
-// PinPath), detaching its programs: the cleanup after a lispd that left
-// it for a restart that is not coming. It reports whether there was one.
+// PinPath), detaching its programs, and the GRO device it left in the
+// calling thread's network namespace: the cleanup after a lispd that left
+// them for a restart that is not coming. It reports whether there was a
+// data plane.
 func RemovePinned(dir string) (bool, error) {
 	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
 		return false, nil
@@ -195,7 +197,7 @@ func RemovePinned(dir string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	return true, p.remove()
+	return true, errors.Join(p.remove(), removeGRO())
 }
 
 // manifest says what a pin directory holds: which lispd pinned it and

@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/amptcp/amptcp/daemon"
+	"github.com/amptcp/amptcp/internal/lispgro"
 	"github.com/amptcp/amptcp/internal/procnet"
 	"github.com/amptcp/amptcp/internal/testenv"
 	"github.com/amptcp/amptcp/internal/testnet"
@@ -327,7 +328,8 @@ func TestRestartUnderTraffic(t *testing.T) {
 		for name, l := range o.lispds {
 			st := status(name)
 			a := st.Dataplane.Adoption
-			if a == nil || a.Links != len(ifaces[name]) || len(a.Refused) != 0 || a.Entries == 0 {
+			// The links of its interfaces, and of its GRO device.
+			if a == nil || a.Links != len(ifaces[name])+1 || len(a.Refused) != 0 || a.Entries == 0 {
 				t.Errorf("round %d: %s adopted %+v", round, name, a)
 			}
 			if got := tcxLinks(t, l.nd, ifaces[name]...); !equalLinks(got, links[name]) {
@@ -437,7 +439,7 @@ func TestRestartUnderTraffic(t *testing.T) {
 		}
 		l.start(top)
 		a := tunnelStatus(t, l.sock).Dataplane.Adoption
-		if a == nil || !strings.Contains(a.Refused["counters"], "layout changed") || !slices.Contains(a.Maps, "mapcache4") || a.Links != 2 {
+		if a == nil || !strings.Contains(a.Refused["counters"], "layout changed") || !slices.Contains(a.Maps, "mapcache4") || a.Links != 3 { // its RLOC interfaces and the GRO device
 			t.Errorf("adoption %+v", a)
 		}
 		if !strings.Contains(l.proc.Output(), "pinned map not adopted") {
@@ -491,6 +493,12 @@ func TestRestartUnderTraffic(t *testing.T) {
 				}
 				return true
 			})
+		}
+		// Their GRO devices went with them; rtr2's with lispd stop.
+		for _, name := range []string{"xtra", "rtr1", "rtr2"} {
+			if _, err := o.lispds[name].nd.Netlink().LinkByName(lispgro.Name); err == nil {
+				t.Errorf("%s's GRO device is left", name)
+			}
 		}
 	})
 }
