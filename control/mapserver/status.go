@@ -66,7 +66,7 @@ func (s *Server) Status() Status {
 	for e, v := range s.regs.All() {
 		reg := v.reg
 		rs := RegistrationStatus{EID: e.String(), Proxy: reg.Proxy}
-		for _, l := range reg.Record.Locators {
+		for _, l := range reg.locators {
 			rs.Locators = append(rs.Locators, LocatorStatus{
 				Address: l.Address.String(), Priority: l.Priority, Weight: l.Weight, Reachable: l.Reachable,
 			})
