@@ -265,7 +265,7 @@ func (s *Server) apply(site *Site, m *lisp.MapRegister, eids []mapping.EID, src 
 			Source: src, XTRID: m.XTRID, Locators: reg.ownLocators(etr.Locators, rec.Locators),
 			TTL: rec.TTL, MapVersion: rec.MapVersion, Action: rec.Action,
 			ProxyReply: m.ProxyReply, Merge: m.MergeRequest, KeyID: m.Auth.KeyID,
-			First: etr.First, Last: now, Expires: now.Add(s.lifetime(m, rec)),
+			first: etr.first, last: instantOf(now), expires: instantOf(now.Add(s.lifetime(m, rec))),
 			Registers: etr.Registers + 1, WantedNotify: m.WantMapNotify,
 			reg: reg, Slot: etr.Slot, alg: m.Auth.Algorithm, notify: etr.notify, push: etr.push,
 		}
@@ -380,7 +380,7 @@ func (s *Server) Expire() int {
 		s.counter.expired.Add(1)
 		if s.log.Enabled(context.Background(), slog.LevelDebug) {
 			s.log.Debug("registration expired", "eid", reg.EID, "site", reg.Site.Name, "from", etr.Source,
-				"registered_for", now.Sub(etr.First).Round(time.Second))
+				"registered_for", now.Sub(etr.first.time()).Round(time.Second))
 		}
 	}
 	return dropped

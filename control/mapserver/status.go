@@ -74,7 +74,7 @@ func (s *Server) Status() Status {
 		for _, etr := range reg.ETRs {
 			es := ETRStatus{
 				Source: etr.Source.String(), ProxyReply: etr.ProxyReply, Merge: etr.Merge,
-				First: etr.First, Last: etr.Last, Expires: etr.Expires, Registers: etr.Registers,
+				First: etr.first.time(), Last: etr.last.time(), Expires: etr.expires.time(), Registers: etr.Registers,
 			}
 			if etr.XTRID != nil {
 				es.XTRID, es.SiteID = fmt.Sprintf("%x", etr.XTRID.ID), etr.XTRID.SiteID
