@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"runtime"
+	"runtime/debug"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -100,7 +101,7 @@ func BenchmarkHandle(b *testing.B) {
 	from := netip.MustParseAddrPort("127.0.0.1:40000")
 	w := &worker{}
 	var d *Daemon
-	register := func(prefetch bool) func(b *testing.B) {
+	register := func(prefetch, fresh bool) func(b *testing.B) {
 		return func(b *testing.B) {
 			b.ReportAllocs()
 			i := 0
@@ -111,6 +112,9 @@ func BenchmarkHandle(b *testing.B) {
 					b.StopTimer()
 					d = nil
 					runtime.GC()
+					if fresh {
+						debug.FreeOSMemory()
+					}
 					d = benchDaemon(b)
 					b.StartTimer()
 				}
@@ -128,10 +132,16 @@ func BenchmarkHandle(b *testing.B) {
 			}
 		}
 	}
-	b.Run("MapRegister", register(false))
+	b.Run("MapRegister", register(false, false))
 	// The same in batches of 64, as lispd's loops read them, where each
 	// batch's prefixes are read ahead together (prefetch).
-	b.Run("MapRegisterBatch", register(true))
+	b.Run("MapRegisterBatch", register(true, false))
+	// The same with the memory of each table given back to the kernel
+	// before the next, as a lispd that starts registers into memory the
+	// kernel has yet to map: the page faults of the heap's growth, which
+	// the others reuse, and which cost lispd's register phase more than
+	// any of its computing (docs/mapping.md).
+	b.Run("MapRegisterFresh", register(true, true))
 	d = benchDaemon(b)
 	for _, m := range regs {
 		w.out.Reset()

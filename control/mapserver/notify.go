@@ -75,9 +75,7 @@ func (s *Server) notifyMerged(reg *Registration, cause *ETR, now time.Time, out 
 // encodeNotify builds the unsolicited Map-Notify for e: the merged
 // record, with e's record TTL and xTR-ID, signed with e's key.
 func (s *Server) encodeNotify(reg *Registration, e *ETR) ([]byte, uint64, error) {
-	rec := reg.Record
-	rec.TTL = e.Record.TTL
-	return s.encodeFor(reg, e, []lisp.MapRecord{rec})
+	return s.encodeFor(reg, e, []lisp.MapRecord{reg.record(e.TTL)})
 }
 
 // encodeFor builds an unsolicited Map-Notify of records for e: a new

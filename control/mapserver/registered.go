@@ -29,7 +29,7 @@ func (s *Server) Registered() []Registered {
 		reg := v.reg
 		for _, etr := range reg.ETRs {
 			r := Registered{Site: reg.Site.Name, EID: e, Source: etr.Source, XTRID: etr.XTRID}
-			for _, l := range etr.Record.Locators {
+			for _, l := range etr.Locators {
 				for _, a := range rlocsOf(l.Address) {
 					if !slices.Contains(r.RLOCs, a) {
 						r.RLOCs = append(r.RLOCs, a)

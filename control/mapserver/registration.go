@@ -14,28 +14,51 @@ import (
 // Registration is what the map-server holds for one registered EID-prefix:
 // the part each ETR registered and their union, which Map-Replies carry.
 // It changes under the server's write lock; readers copy what they need
-// under the read lock. Record's locators are never changed in place (a
-// new slice replaces them), so a copy of Record stays valid after the
-// lock is released.
+// under the read lock. The merged locators are never changed in place (a
+// new slice replaces them), so a record built from them stays valid after
+// the lock is released.
 type Registration struct {
 	EID  mapping.EID
 	Site *Site
 	ETRs []*ETR
-	// Record is the mapping proxy Map-Replies carry: the EID, the proxy
-	// TTL and the union of the ETRs' locators, in registration order,
-	// paths as bare ELPs (canonicalPaths).
-	Record lisp.MapRecord
+	// locators, action and mapVersion make the record proxy Map-Replies
+	// carry (record): the union of the ETRs' locators, in registration
+	// order, paths as bare ELPs (canonicalPaths), and the action and
+	// map-version of the latest Map-Register. Kept apart rather than as a
+	// lisp.MapRecord, whose EID the registration has already: a
+	// registration's bytes are memory the kernel maps as registrations
+	// come (page faults) and the collector marks.
+	locators   []lisp.Locator
+	mapVersion uint16
+	action     lisp.Action
 	// Proxy: an ETR asked the map-server to reply for it (the P bit) and
 	// the site allows it.
-	Proxy    bool
-	roomUsed bool
-	spare    *ETR // room for the first ETR, allocated with the registration
-	// wire is Record encoded, which proxy replies copy rather than encode
-	// it. Readers copy it after the lock is released, so it is never
-	// changed in place: it is first encoded into room, then into a new
-	// slice each time Record changes.
+	Proxy bool
+	// roomETR, roomLocators: room's ETR, its locators, were handed out.
+	roomETR, roomLocators bool
+	// wire is the record encoded when it does not fit the index's slot
+	// (regSlot), which proxy replies copy rather than encode it. Readers
+	// copy it after the lock is released, so it is never changed in
+	// place: a new slice replaces it.
 	wire []byte
-	room [40]byte
+	room regRoom
+}
+
+// regRoom is room for the first ETR and its locators, allocated with the
+// registration: most prefixes are registered by one ETR with one
+// locator, and one allocation of 352 bytes costs less than three (the
+// registration, the ETR, the locators), in the allocator's work and in
+// the bytes it rounds up to its size classes.
+type regRoom struct {
+	etr      ETR
+	etrs     [1]*ETR
+	locators [1]lisp.Locator
+}
+
+// record is the record proxy Map-Replies carry, with ttl.
+func (r *Registration) record(ttl uint32) lisp.MapRecord {
+	eid, maskLen := r.EID.Wire()
+	return lisp.MapRecord{TTL: ttl, EID: eid, MaskLen: maskLen, Action: r.action, MapVersion: r.mapVersion, Locators: r.locators}
 }
 
 // regSlot is what the server's index keeps for a registered prefix:
@@ -50,46 +73,46 @@ type regSlot struct {
 	wire  [30]byte
 }
 
-// update copies what a proxy reply needs from the registration.
-func (v *regSlot) update(r *Registration) {
+// update copies what a proxy reply needs from the registration, whose
+// record is encoded in wire (nil: it does not encode), and keeps wire in
+// the registration when it does not fit the slot.
+func (v *regSlot) update(r *Registration, wire []byte) {
 	v.proxy, v.n = r.Proxy, 0
-	if len(r.wire) <= len(v.wire) {
-		v.n = uint8(copy(v.wire[:], r.wire))
+	switch {
+	case wire != nil && len(wire) <= len(v.wire):
+		v.n = uint8(copy(v.wire[:], wire))
+		r.wire = nil
+	case wire == nil:
+		r.wire = nil
+	case !bytes.Equal(wire, r.wire): // not a refresh
+		r.wire = bytes.Clone(wire)
 	}
 }
 
-// regBlock is a registration with its first ETR, allocated at once: most
-// prefixes are registered by one ETR. Its 512 bytes are the most that the
-// runtime allocates without a header, and whose pointers the garbage
-// collector marks span by span: a field more costs every registration.
-type regBlock struct {
-	reg   Registration
-	first ETR
-	etrs  [1]*ETR
-}
-
 func newRegistration(eid mapping.EID, site *Site) *Registration {
-	b := &regBlock{}
-	b.reg = Registration{EID: eid, Site: site, ETRs: b.etrs[:0], spare: &b.first}
-	return &b.reg
+	r := &Registration{EID: eid, Site: site}
+	r.ETRs = r.room.etrs[:0]
+	return r
 }
 
 // newETR adds the registration of another ETR, first registered now.
 func (r *Registration) newETR(now time.Time) *ETR {
-	e := r.spare
-	if e == nil {
+	var e *ETR
+	if r.roomETR {
 		e = new(ETR)
+	} else {
+		e, r.roomETR = &r.room.etr, true
 	}
-	r.spare = nil
-	*e = ETR{First: now, reg: r}
+	*e = ETR{first: instantOf(now), reg: r}
 	r.ETRs = append(r.ETRs, e)
 	return e
 }
 
-// ownLocators returns the locators an ETR registers now, decoded into storage
-// that the next Map-Register reuses: its old ones when they are the same
-// (a refresh), else a copy.
-func ownLocators(old, decoded []lisp.Locator) []lisp.Locator {
+// ownLocators returns the locators an ETR registers now, decoded into
+// storage that the next Map-Register reuses: its old ones when they are
+// the same (a refresh), else a copy, in the registration's room the first
+// time they fit it.
+func (r *Registration) ownLocators(old, decoded []lisp.Locator) []lisp.Locator {
 	if len(old) == len(decoded) && old != nil {
 		same := true
 		for i := range old {
@@ -102,6 +125,11 @@ func ownLocators(old, decoded []lisp.Locator) []lisp.Locator {
 			return old
 		}
 	}
+	if !r.roomLocators && len(decoded) > 0 && len(decoded) <= len(r.room.locators) {
+		r.roomLocators = true
+		n := copy(r.room.locators[:], decoded)
+		return r.room.locators[:n:n]
+	}
 	return slices.Clone(decoded)
 }
 
@@ -111,17 +139,22 @@ type ETR struct {
 	// Map-Requests to this address, port 4342.
 	Source netip.AddrPort
 	XTRID  *lisp.XTRID
-	// Record is the EID-record as the ETR registered it: its locators,
+	// Locators, TTL, Action and MapVersion are of the EID-record as the
+	// ETR registered it, whose EID is the registration's: its locators,
 	// RLOCs and ELPs alike, are returned unchanged.
-	Record       lisp.MapRecord
+	Locators     []lisp.Locator
+	TTL          uint32
+	MapVersion   uint16
+	Action       lisp.Action
 	ProxyReply   bool // P
 	Merge        bool // a
 	WantedNotify bool // M, in its last Map-Register
 	KeyID        uint8
 	alg          lisp.AuthAlgorithm // of the key it registered with
-	First, Last  time.Time
-	Expires      time.Time
-	Registers    uint64 // Map-Registers accepted for this prefix from this ETR
+	// first, last: when it first and last registered; expires: when its
+	// registration does.
+	first, last, expires instant
+	Registers            uint64 // Map-Registers accepted for this prefix from this ETR
 
 	notify *pendingNotify   // an unsolicited Map-Notify it has not acknowledged
 	push   []*pendingNotify // the te role's sets it has not acknowledged
@@ -130,7 +163,19 @@ type ETR struct {
 }
 
 // Due is when the registration expires, for the expiry queue.
-func (e *ETR) Due() time.Time { return e.Expires }
+func (e *ETR) Due() time.Time { return e.expires.time() }
+
+// instant is a time as an ETR keeps it: nanoseconds since the process's
+// epoch, on the monotonic clock when the time has its reading (time.Now's
+// do), as time.Time.Sub does. A time.Time takes 24 bytes; three of them
+// were a sixth of a registration.
+type instant int64
+
+var epoch = time.Now()
+
+func instantOf(t time.Time) instant { return instant(t.Sub(epoch)) }
+
+func (i instant) time() time.Time { return epoch.Add(time.Duration(i)) }
 
 // identity tells ETRs apart: by xTR-ID when they send one (I bit), else by
 // the address they register from.
@@ -174,63 +219,50 @@ func (r *Registration) keep(keep func(*ETR) bool) (dropped []*ETR) {
 	return dropped
 }
 
-// merge computes the record replies carry from the ETRs' records: their
+// merge computes the locators replies carry from the ETRs' records: their
 // locators without duplicates, in the order the ETRs first registered,
 // and the action and map-version of the latest Map-Register. The locators
-// are a new slice, or the one ETR's own. scratch is room to encode the
-// record in, kept from call to call.
-func (r *Registration) merge(proxyTTL uint32, scratch *[]byte) {
+// are a new slice, or the one ETR's own. It returns the record encoded
+// with proxyTTL, in scratch (kept from call to call), or nil when it
+// does not encode (a proxy reply then encodes it and reports the error).
+func (r *Registration) merge(proxyTTL uint32, scratch *[]byte) []byte {
 	if len(r.ETRs) == 0 {
-		return
+		return nil
 	}
-	eid, maskLen := r.EID.Wire()
 	latest := r.ETRs[0]
 	for _, e := range r.ETRs[1:] {
-		if e.Last.After(latest.Last) {
+		if e.last > latest.last {
 			latest = e
 		}
 	}
-	last := latest.Record
-	r.Record = lisp.MapRecord{
-		TTL: proxyTTL, EID: eid, MaskLen: maskLen,
-		Action: last.Action, MapVersion: last.MapVersion,
-	}
+	r.action, r.mapVersion = latest.Action, latest.MapVersion
 	r.Proxy = false
 	for _, e := range r.ETRs {
 		r.Proxy = r.Proxy || (e.ProxyReply && r.Site.ProxyReply)
 	}
 	if len(r.ETRs) == 1 { // the usual case: share the ETR's locators
-		r.Record.Locators = canonicalPaths(r.ETRs[0].Record.Locators)
+		r.locators = canonicalPaths(r.ETRs[0].Locators)
 	} else {
+		r.locators = nil
 		for _, e := range r.ETRs {
 		next:
-			for _, l := range canonicalPaths(e.Record.Locators) {
-				for _, have := range r.Record.Locators {
+			for _, l := range canonicalPaths(e.Locators) {
+				for _, have := range r.locators {
 					if have.Address.Equal(l.Address) {
 						continue next
 					}
 				}
-				r.Record.Locators = append(r.Record.Locators, l)
+				r.locators = append(r.locators, l)
 			}
 		}
 	}
-	r.encode(scratch)
-}
-
-// encode keeps Record encoded in wire, or nothing when it does not encode
-// (a proxy reply then encodes it and reports the error).
-func (r *Registration) encode(scratch *[]byte) {
-	b, err := r.Record.AppendBinary((*scratch)[:0])
+	rec := r.record(proxyTTL)
+	b, err := rec.AppendBinary((*scratch)[:0])
 	*scratch = b
-	switch {
-	case err != nil:
-		r.wire = nil
-	case bytes.Equal(b, r.wire): // a refresh
-	case !r.roomUsed && len(b) <= len(r.room): // never read yet
-		r.wire, r.roomUsed = append(r.room[:0], b...), true
-	default:
-		r.wire = bytes.Clone(b)
+	if err != nil {
+		return nil
 	}
+	return b
 }
 
 // canonicalPaths returns locs with every path as a bare ELP LCAF, whatever

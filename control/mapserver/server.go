@@ -6,6 +6,7 @@
 package mapserver
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -80,9 +81,13 @@ func (s *Server) Resolve(iid uint32, eid netip.Addr) mapping.Answer {
 	if v, ok := s.regs.LookupValue(iid, eid); ok {
 		reg := v.reg
 		if reg.Proxy {
-			return mapping.Answer{Kind: mapping.Mapping, EID: reg.EID, Record: reg.Record, Wire: reg.wire}
+			wire := reg.wire
+			if v.n > 0 {
+				wire = bytes.Clone(v.wire[:v.n])
+			}
+			return mapping.Answer{Kind: mapping.Mapping, EID: reg.EID, Record: reg.record(s.proxyTTL), Wire: wire}
 		}
-		return mapping.Answer{Kind: mapping.Forward, EID: reg.EID, ETR: reg.forwardTo(), Record: reg.Record}
+		return mapping.Answer{Kind: mapping.Forward, EID: reg.EID, ETR: reg.forwardTo(), Record: reg.record(s.proxyTTL)}
 	}
 	if site, _, ok := s.sitePrefixes.Covering(mapping.HostEID(iid, eid)); ok {
 		return mapping.Answer{Kind: mapping.Unregistered, EID: s.regs.Gap(site, eid)}
@@ -238,9 +243,9 @@ func (s *Server) apply(site *Site, m *lisp.MapRegister, eids []mapping.EID, src 
 		if rec.TTL == 0 { // de-registration
 			if v, ok := s.regs.Get(eids[i]); ok {
 				reg := v.reg
-				before := reg.Record.Locators
+				before := reg.locators
 				s.drop(reg, reg.keep(func(e *ETR) bool { return e.identity() != id }))
-				if len(reg.ETRs) > 0 && !sameLocators(before, reg.Record.Locators) {
+				if len(reg.ETRs) > 0 && !sameLocators(before, reg.locators) {
 					s.notifyMerged(reg, nil, now, out)
 				}
 			}
@@ -251,16 +256,16 @@ func (s *Server) apply(site *Site, m *lisp.MapRegister, eids []mapping.EID, src 
 			v.reg = newRegistration(eids[i], site)
 		}
 		reg := v.reg
-		before := reg.Record.Locators
+		before := reg.locators
 		etr := reg.find(id)
 		if etr == nil {
 			etr = reg.newETR(now)
 		}
-		rec.Locators = ownLocators(etr.Record.Locators, rec.Locators)
 		*etr = ETR{
-			Source: src, XTRID: m.XTRID, Record: rec,
+			Source: src, XTRID: m.XTRID, Locators: reg.ownLocators(etr.Locators, rec.Locators),
+			TTL: rec.TTL, MapVersion: rec.MapVersion, Action: rec.Action,
 			ProxyReply: m.ProxyReply, Merge: m.MergeRequest, KeyID: m.Auth.KeyID,
-			First: etr.First, Last: now, Expires: now.Add(s.lifetime(m, rec)),
+			first: etr.first, last: instantOf(now), expires: instantOf(now.Add(s.lifetime(m, rec))),
 			Registers: etr.Registers + 1, WantedNotify: m.WantMapNotify,
 			reg: reg, Slot: etr.Slot, alg: m.Auth.Algorithm, notify: etr.notify, push: etr.push,
 		}
@@ -268,10 +273,9 @@ func (s *Server) apply(site *Site, m *lisp.MapRegister, eids []mapping.EID, src 
 		// each ETR registers all of the site's locators); with it, it
 		// replaces only its own part among the ETRs that merge.
 		s.drop(reg, reg.keep(func(e *ETR) bool { return e == etr || (etr.Merge && e.Merge) }))
-		reg.merge(s.proxyTTL, &s.scratch)
-		v.update(reg)
+		v.update(reg, reg.merge(s.proxyTTL, &s.scratch))
 		s.expiry.Schedule(etr)
-		if !sameLocators(before, reg.Record.Locators) {
+		if !sameLocators(before, reg.locators) {
 			s.notifyMerged(reg, etr, now, out)
 		}
 		if created && s.log.Enabled(context.Background(), slog.LevelDebug) {
@@ -293,9 +297,9 @@ func (s *Server) drop(reg *Registration, gone []*ETR) {
 		return
 	}
 	if len(gone) > 0 {
-		reg.merge(s.proxyTTL, &s.scratch)
+		wire := reg.merge(s.proxyTTL, &s.scratch)
 		if v, ok := s.regs.Get(reg.EID); ok {
-			v.update(reg)
+			v.update(reg, wire)
 		}
 	}
 }
@@ -367,16 +371,16 @@ func (s *Server) Expire() int {
 			break
 		}
 		reg := etr.reg
-		before := reg.Record.Locators
+		before := reg.locators
 		s.drop(reg, reg.keep(func(e *ETR) bool { return e != etr }))
-		if len(reg.ETRs) > 0 && !sameLocators(before, reg.Record.Locators) {
+		if len(reg.ETRs) > 0 && !sameLocators(before, reg.locators) {
 			s.notifyMerged(reg, nil, now, nil)
 		}
 		dropped++
 		s.counter.expired.Add(1)
 		if s.log.Enabled(context.Background(), slog.LevelDebug) {
 			s.log.Debug("registration expired", "eid", reg.EID, "site", reg.Site.Name, "from", etr.Source,
-				"registered_for", now.Sub(etr.First).Round(time.Second))
+				"registered_for", now.Sub(etr.first.time()).Round(time.Second))
 		}
 	}
 	return dropped

@@ -6,6 +6,7 @@ import (
 	"crypto/sha1"
 	"crypto/sha256"
 	"encoding/json"
+	"fmt"
 	"net/netip"
 	"reflect"
 	"slices"
@@ -508,5 +509,50 @@ func TestDeregistration(t *testing.T) {
 	s.HandleRegister(register(t, &lisp.MapRegister{Records: []lisp.MapRecord{rec}}, "key-a"), etr1, &out)
 	if c := s.Counters(); c.Registrations != 0 || s.expiry.Len() != 0 {
 		t.Errorf("after TTL 0: %d registrations, %d timers", c.Registrations, s.expiry.Len())
+	}
+}
+
+// raceEnabled: built with -race (race_test.go).
+var raceEnabled bool
+
+// A new prefix registered with one locator allocates one object, the
+// registration with room for its ETR and locator; a refresh allocates
+// nothing. A registration's allocations are memory the kernel maps as
+// registrations come in, the largest part of a Map-Register's cost.
+func TestRegisterAllocations(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector changes what allocates")
+	}
+	s, _ := newServer(t)
+	const warm, runs = 200, 100 // warm: the index's and queue's early growth
+	var fresh, again [][]byte
+	for i := range warm + runs + 1 {
+		rec := record(fmt.Sprintf("10.8.%d.%d/32", i/256, i%256), lisp.MustParseAddress("192.0.2.1"))
+		fresh = append(fresh, register(t, &lisp.MapRegister{WantMapNotify: true, Records: []lisp.MapRecord{rec}}, "key-a"))
+	}
+	for range runs + 1 {
+		rec := record("10.9.0.0/24", lisp.MustParseAddress("192.0.2.1"))
+		again = append(again, register(t, &lisp.MapRegister{WantMapNotify: true, Records: []lisp.MapRecord{rec}}, "key-a"))
+	}
+	var out control.Outbox
+	handle := func(msgs [][]byte) func() {
+		i := 0
+		return func() {
+			out.Reset()
+			s.HandleRegister(msgs[i], etr1, &out)
+			if i++; out.Len() != 1 {
+				t.Fatalf("Map-Register %d refused", i)
+			}
+		}
+	}
+	for _, m := range fresh[:warm] {
+		out.Reset()
+		s.HandleRegister(m, etr1, &out)
+	}
+	if n := testing.AllocsPerRun(runs, handle(fresh[warm:])); n > 1 {
+		t.Errorf("a new registration: %.0f allocations, want 1", n)
+	}
+	if n := testing.AllocsPerRun(runs, handle(again)); n != 0 {
+		t.Errorf("a refresh: %.0f allocations, want 0", n)
 	}
 }

@@ -66,7 +66,7 @@ func (s *Server) Status() Status {
 	for e, v := range s.regs.All() {
 		reg := v.reg
 		rs := RegistrationStatus{EID: e.String(), Proxy: reg.Proxy}
-		for _, l := range reg.Record.Locators {
+		for _, l := range reg.locators {
 			rs.Locators = append(rs.Locators, LocatorStatus{
 				Address: l.Address.String(), Priority: l.Priority, Weight: l.Weight, Reachable: l.Reachable,
 			})
@@ -74,7 +74,7 @@ func (s *Server) Status() Status {
 		for _, etr := range reg.ETRs {
 			es := ETRStatus{
 				Source: etr.Source.String(), ProxyReply: etr.ProxyReply, Merge: etr.Merge,
-				First: etr.First, Last: etr.Last, Expires: etr.Expires, Registers: etr.Registers,
+				First: etr.first.time(), Last: etr.last.time(), Expires: etr.expires.time(), Registers: etr.Registers,
 			}
 			if etr.XTRID != nil {
 				es.XTRID, es.SiteID = fmt.Sprintf("%x", etr.XTRID.ID), etr.XTRID.SiteID
