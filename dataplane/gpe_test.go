@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/vishvananda/netlink"
+
 	"github.com/amptcp/amptcp/config"
 	"github.com/amptcp/amptcp/internal/lispgro"
 	"github.com/amptcp/amptcp/lisp"
@@ -202,4 +204,27 @@ func TestGRODevice(t *testing.T) {
 		}
 		return nil
 	})
+
+	// Another device of that name is no GRO device: lispd runs without
+	// GRO, and leaves the device alone, with GRO on or off.
+	r.dp.Close()
+	err = r.ns.Do(func() error {
+		return netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: lispgro.Name}, PeerName: "lispgrop"})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cfg := range []config.Dataplane{{}, {LISPGPE: config.LISPGPE{GRO: &off}}} {
+		dp, err := r.restart(cfg)
+		if err != nil || dp.gro != nil {
+			t.Fatalf("with a veth named %s (gro %v): %v, %+v", lispgro.Name, cfg.LISPGPE.GROOn(), err, dp)
+		}
+		dp.Close()
+		r.ns.Do(func() error {
+			if l, err := netlink.LinkByName(lispgro.Name); err != nil || l.Type() != "veth" {
+				t.Errorf("the veth named %s: %v, %v", lispgro.Name, l, err)
+			}
+			return nil
+		})
+	}
 }

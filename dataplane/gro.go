@@ -49,7 +49,7 @@ func openGRO() (*groDevice, error) {
 		}
 		made = true
 	}
-	g, err := setUpGRO()
+	g, err := configureGRO()
 	if err != nil {
 		if made {
 			removeGRO()
@@ -76,7 +76,7 @@ func (g *groDevice) remove() error {
 
 func (g *groDevice) close() { g.nl.Close() }
 
-func setUpGRO() (*groDevice, error) {
+func configureGRO() (*groDevice, error) {
 	for _, s := range []struct{ path, value string }{
 		{"ipv6/conf/" + lispgro.Name + "/disable_ipv6", "1"},
 		{"ipv4/conf/" + lispgro.Name + "/forwarding", "0"},
@@ -105,11 +105,11 @@ func setUpGRO() (*groDevice, error) {
 
 // removeGRO deletes the device in the calling thread's namespace, if
 // there is one: a lispd before left it, and GRO is off now, or setting it
-// up failed.
+// up failed. A device of that name that is not lispd's is left alone.
 func removeGRO() error {
 	l, err := lispgro.Find(lispgro.Name)
 	if err != nil || l == nil {
-		return err
+		return nil
 	}
 	if err := netlink.LinkDel(l); err != nil {
 		return fmt.Errorf("dataplane: delete %s: %w", lispgro.Name, err)
