@@ -41,20 +41,10 @@ func gpeSites(t *testing.T) *sites {
 // GRO's super-packets, as from plain routing.
 func TestForwardingLISPGPEAggregates(t *testing.T) {
 	s := gpeSites(t)
-	rx := func() (under, host [2]uint64) {
-		for _, name := range s.rlocB {
-			st := linkStats(t, s.xtrB, name)
-			under[0] += st.RxPackets
-			under[1] += st.RxBytes
-		}
-		st := linkStats(t, s.hostB, s.siteB.Iface(s.hostB))
-		host = [2]uint64{st.RxPackets, st.RxBytes}
-		return
-	}
-	u0, h0 := rx()
+	u0, h0 := s.rxB(t)
 	before := counters(t, s.dpB)["etr_decapsulated"]
 	s.transfer(t, hostA, false, 16<<20)
-	u1, h1 := rx()
+	u1, h1 := s.rxB(t)
 	frames := u1[0] - u0[0]
 	under := float64(u1[1]-u0[1]) / float64(frames)
 	host := float64(h1[1]-h0[1]) / float64(h1[0]-h0[0])

@@ -20,19 +20,9 @@ func TestForwardingXDPAggregates(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	rx := func() (under, host [2]uint64) {
-		for _, name := range s.rlocB {
-			st := linkStats(t, s.xtrB, name)
-			under[0] += st.RxPackets
-			under[1] += st.RxBytes
-		}
-		st := linkStats(t, s.hostB, s.siteB.Iface(s.hostB))
-		host = [2]uint64{st.RxPackets, st.RxBytes}
-		return
-	}
-	u0, h0 := rx()
+	u0, h0 := s.rxB(t)
 	s.transfer(t, hostA, false, 16<<20)
-	u1, h1 := rx()
+	u1, h1 := s.rxB(t)
 	under := float64(u1[1]-u0[1]) / float64(u1[0]-u0[0])
 	host := float64(h1[1]-h0[1]) / float64(h1[0]-h0[0])
 	t.Logf("bytes per packet: %.0f into xtrB from the underlay, %.0f into hostB; xtrB %v", under, host, nonZero(counters(t, s.dpB)))
@@ -47,4 +37,16 @@ func TestForwardingXDPAggregates(t *testing.T) {
 		b["etr_malformed"] != 0 || b["etr_decapsulation_failed"] != 0 {
 		t.Errorf("xtrB %v", nonZero(b))
 	}
+}
+
+// rxB counts what xtrB received from the underlay and hostB from xtrB:
+// packets and bytes.
+func (s *sites) rxB(t *testing.T) (under, host [2]uint64) {
+	for _, name := range s.rlocB {
+		st := linkStats(t, s.xtrB, name)
+		under[0] += st.RxPackets
+		under[1] += st.RxBytes
+	}
+	st := linkStats(t, s.hostB, s.siteB.Iface(s.hostB))
+	return under, [2]uint64{st.RxPackets, st.RxBytes}
 }
