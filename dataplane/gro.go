@@ -76,6 +76,8 @@ func (g *groDevice) remove() error {
 
 func (g *groDevice) close() { g.nl.Close() }
 
+// configureGRO sets the device in the calling thread's namespace up, and
+// holds a netlink handle there.
 func configureGRO() (*groDevice, error) {
 	for _, s := range []struct{ path, value string }{
 		{"ipv6/conf/" + lispgro.Name + "/disable_ipv6", "1"},
@@ -85,22 +87,19 @@ func configureGRO() (*groDevice, error) {
 			return nil, fmt.Errorf("set %s: %w", s.path, err)
 		}
 	}
-	l, err := netlink.LinkByName(lispgro.Name)
-	if err == nil {
-		err = netlink.LinkSetUp(l)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("set %s up: %w", lispgro.Name, err)
-	}
-	ifc, err := net.InterfaceByName(lispgro.Name)
-	if err != nil {
-		return nil, err
-	}
 	h, err := netlink.NewHandle(unix.NETLINK_ROUTE)
 	if err != nil {
 		return nil, err
 	}
-	return &groDevice{ifc: ifc, nl: h}, nil
+	l, err := h.LinkByName(lispgro.Name)
+	if err == nil {
+		err = h.LinkSetUp(l)
+	}
+	if err != nil {
+		h.Close()
+		return nil, fmt.Errorf("set %s up: %w", lispgro.Name, err)
+	}
+	return &groDevice{ifc: &net.Interface{Index: l.Attrs().Index, Name: lispgro.Name}, nl: h}, nil
 }
 
 // removeGRO deletes the device in the calling thread's namespace, if

@@ -205,10 +205,22 @@ func profilesKnown(names []string) bool {
 // Runs is how many iperf3 runs the options make with every variant up,
 // for the estimate of a run's length.
 func (o *Options) Runs() int {
+	var vs []*Variant
+	for _, name := range o.Variants {
+		if v := variantByName(name); v != nil {
+			vs = append(vs, v)
+		}
+	}
+	return o.runsOf(vs)
+}
+
+// runsOf is how many iperf3 runs the options make of these variants,
+// each in the profiles it is measured in.
+func (o *Options) runsOf(vs []*Variant) int {
 	n := 0
-	for _, v := range o.Variants {
+	for _, v := range vs {
 		for _, p := range o.Profiles {
-			if vr := variantByName(v); vr != nil && vr.in(p) {
+			if v.in(p) {
 				n++
 			}
 		}

@@ -149,14 +149,11 @@ func (r *run) phases(ctx context.Context) (*Result, error) {
 		res.Variants = append(res.Variants, vr)
 	}
 
-	total, n := 0, 0
+	var measured []*Variant
 	for _, p := range up {
-		for _, pname := range o.Profiles {
-			if p.variant.in(pname) {
-				total += len(o.Streams) * o.Repetitions
-			}
-		}
+		measured = append(measured, p.variant)
 	}
+	total, n := o.runsOf(measured), 0
 	for rep := 1; rep <= o.Repetitions; rep++ {
 		for _, pname := range o.Profiles {
 			prof := profileByName(pname)
