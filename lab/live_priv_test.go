@@ -18,7 +18,7 @@ import (
 const liveScenario = `name: NAME
 topology: lab.yaml
 flows:
-  - {name: bulk, from: client, to: server, kind: saturated, duration: 14s, direction: download}
+  - {name: bulk, from: client, to: server, kind: saturated, duration: 20s, direction: download}
 variants:
   pm: [subflows 2]
   cc: [cubic]
@@ -44,13 +44,15 @@ func TestLiveViewInABrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { view.Close() })
+	// The browser starts before the run: on a busy machine its start
+	// takes seconds, which the download's 20 s must not lose.
+	b := headless.Start(t, 2*time.Minute)
 	out := filepath.Join(t.TempDir(), "results")
 	ran := make(chan error, 1)
 	go func() {
 		ran <- RunScenario(context.Background(), s, RunOptions{Lab: labOpts, Out: out, ScenarioFile: "exp.yaml", Observer: view})
 	}()
 
-	b := headless.Start(t, 2*time.Minute)
 	if err := chromedp.Do(b.Ctx, chromedp.Navigate(url), chromedp.WaitReady(chromedp.CSS(`#net g.link[data-link="p2"]`))); err != nil {
 		t.Fatalf("the topology was not drawn: %v", err)
 	}
