@@ -207,7 +207,17 @@ _Static_assert(sizeof(struct itr_frame6) == sizeof(struct frame6) + 12, "itr_fra
 /* transmit writes the headers at hdr (len bytes from the Ethernet header
  * on) and sends the packet out of the interface the route found, to its
  * next hop; when the neighbour is not resolved yet, the kernel resolves
- * it and writes the MAC addresses. */
+ * it and writes the MAC addresses.
+ *
+ * A packet from a TCP or UDP socket of this machine (through a veth from
+ * another namespace: a lab, a container) keeps its sender's socket through a
+ * redirect, where the kernel's forwarding lets go of it (ip_rcv): its
+ * TCP would count it until it left the last router on the machine and,
+ * past its small-queue limit, stop sending for what only routers hold,
+ * then send from whichever CPU frees it. The router sends a clone, which
+ * has no socket, and drops the packet, which frees it here: tcx has no
+ * verdict for a packet consumed (TC_ACT_STOLEN passes it on), so the
+ * kernel's drop tracing sees these. */
 static __always_inline int transmit(struct __sk_buff *skb, struct bpf_fib_lookup *fib, long rc, __u8 family,
 				    struct ethhdr *hdr, const __u32 len)
 {
@@ -227,6 +237,11 @@ static __always_inline int transmit(struct __sk_buff *skb, struct bpf_fib_lookup
 	__builtin_memcpy(hdr->h_source, fib->smac, ETH_ALEN);
 	if (bpf_skb_store_bytes(skb, 0, hdr, len, 0))
 		return TC_ACT_SHOT;
+	struct bpf_sock *sk = skb->sk;
+	if (sk)
+		sk = bpf_sk_fullsock(sk);
+	if (sk && (sk->protocol == IPPROTO_TCP || sk->protocol == IPPROTO_UDP))
+		return bpf_clone_redirect(skb, fib->ifindex, 0), TC_ACT_SHOT;
 	return bpf_redirect(fib->ifindex, 0);
 }
 
