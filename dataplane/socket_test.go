@@ -2,7 +2,6 @@ package dataplane_test
 
 import (
 	"context"
-	"encoding/json"
 	"net"
 	"regexp"
 	"strconv"
@@ -10,9 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
 	"github.com/amptcp/amptcp/config"
+	"github.com/amptcp/amptcp/internal/testnet"
 )
 
 // The ITR lets go of a local sender's socket as the kernel's forwarding
@@ -38,9 +39,13 @@ func TestITRReleasesTheSendersSocket(t *testing.T) {
 	// Cubic fills the queue, where the kernel's default here (BBR) keeps
 	// it short.
 	d := &net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
-		var err error
-		rc.Control(func(fd uintptr) { err = unix.SetsockoptString(int(fd), unix.IPPROTO_TCP, unix.TCP_CONGESTION, "cubic") })
-		return err
+		var serr error
+		if err := rc.Control(func(fd uintptr) {
+			serr = unix.SetsockoptString(int(fd), unix.IPPROTO_TCP, unix.TCP_CONGESTION, "cubic")
+		}); err != nil {
+			return err
+		}
+		return serr
 	}}
 	c, err := s.hostA.Dial(ctx, d, "tcp", ln.Addr().String())
 	if err != nil {
@@ -61,15 +66,7 @@ func TestITRReleasesTheSendersSocket(t *testing.T) {
 	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		backlog := 0
 		for _, dev := range s.rlocA {
-			out, err := s.xtrA.Exec(t, "tc", "-s", "-j", "qdisc", "show", "dev", dev)
-			if err != nil {
-				t.Fatalf("tc: %v: %s", err, out)
-			}
-			var qdiscs []struct{ Backlog int }
-			if err := json.Unmarshal([]byte(out), &qdiscs); err != nil || len(qdiscs) == 0 {
-				t.Fatalf("tc -j: %q: %v", out, err)
-			}
-			backlog += qdiscs[0].Backlog
+			backlog += rootBacklog(t, s.xtrA, dev)
 		}
 		out, err := s.hostA.Exec(t, "ss", "-tmnH", "state", "established", "dst", "10.2.0.1")
 		if err != nil {
@@ -85,6 +82,26 @@ func TestITRReleasesTheSendersSocket(t *testing.T) {
 	}
 	t.Errorf("when xtrA's queues held the most, %d bytes, hostA's socket owned %d below TCP; want it to own an eighth at most once %d are queued",
 		most, ownedThen, queued)
+}
+
+// rootBacklog is the bytes queued in the root qdisc of a node's interface.
+func rootBacklog(t *testing.T, nd *testnet.Node, name string) int {
+	t.Helper()
+	l, err := nd.Netlink().LinkByName(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	qdiscs, err := nd.Netlink().QdiscList(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range qdiscs {
+		if a := q.Attrs(); a.Parent == netlink.HANDLE_ROOT && a.Statistics != nil && a.Statistics.Queue != nil {
+			return int(a.Statistics.Queue.Backlog)
+		}
+	}
+	t.Fatalf("%s has no root qdisc with statistics", name)
+	return 0
 }
 
 // skmemT is the t of ss's skmem: the bytes of a socket's packets not yet

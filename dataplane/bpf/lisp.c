@@ -217,7 +217,9 @@ _Static_assert(sizeof(struct itr_frame6) == sizeof(struct frame6) + 12, "itr_fra
  * then send from whichever CPU frees it. The router sends a clone, which
  * has no socket, and drops the packet, which frees it here: tcx has no
  * verdict for a packet consumed (TC_ACT_STOLEN passes it on), so the
- * kernel's drop tracing sees these. */
+ * kernel's drop tracing sees these. What goes to a neighbour not yet
+ * resolved (and by source-port-sum, to a gateway) keeps its socket:
+ * bpf_redirect_neigh has no clone. */
 static __always_inline int transmit(struct __sk_buff *skb, struct bpf_fib_lookup *fib, long rc, __u8 family,
 				    struct ethhdr *hdr, const __u32 len)
 {
@@ -240,8 +242,11 @@ static __always_inline int transmit(struct __sk_buff *skb, struct bpf_fib_lookup
 	struct bpf_sock *sk = skb->sk;
 	if (sk)
 		sk = bpf_sk_fullsock(sk);
-	if (sk && (sk->protocol == IPPROTO_TCP || sk->protocol == IPPROTO_UDP))
-		return bpf_clone_redirect(skb, fib->ifindex, 0), TC_ACT_SHOT;
+	if (sk && (sk->protocol == IPPROTO_TCP || sk->protocol == IPPROTO_UDP)) {
+		/* A clone that fails is lost as a packet a full queue drops. */
+		bpf_clone_redirect(skb, fib->ifindex, 0);
+		return TC_ACT_SHOT;
+	}
 	return bpf_redirect(fib->ifindex, 0);
 }
 
