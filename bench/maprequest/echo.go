@@ -4,18 +4,21 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
+	"time"
 
-	"golang.org/x/net/ipv4"
-
+	"github.com/amptcp/amptcp/internal/udpbatch"
 	"github.com/amptcp/amptcp/lisp"
 )
 
-// echoBatch and echoBuffer are lispd's (daemon.batch, daemon.maxDatagram):
-// the reference must do the same I/O as lispd, so that the ratio between
+// echoBatch, echoBuffer and echoSpin are lispd's (daemon.batch,
+// daemon.maxDatagram, daemon.spin): the reference must do the same I/O as
+// lispd, through the same package (udpbatch), so that the ratio between
 // them is what lispd's LISP work costs.
 const (
 	echoBatch  = 64
 	echoBuffer = 65535
+	echoSpin   = 20 * time.Microsecond
 )
 
 // MinReplySize is the smallest reply ServeEcho sends: a Map-Reply up to
@@ -41,23 +44,23 @@ func (s EchoSizes) Check() error {
 // Map-Request with a datagram shaped like lispd's Map-Reply (type, one
 // record with one locator, the request's nonce) and a Map-Register with
 // one shaped like its Map-Notify (type, one record, the nonce), of the
-// given sizes, using the batched reads and writes of lispd's serving loop
-// and nothing of its LISP work: no decoding, lookup, HMAC or state. Other
-// datagrams get no answer. It returns nil when conn is closed. The
-// echo-server command gives conn lispd's socket buffers
-// (udpbatch.ServerBuffer), so that under a burst the two queue alike.
+// given sizes, with the batched reads and writes of lispd's serving loop
+// (udpbatch, its batch size, buffers and polling) and nothing of its LISP
+// work: no decoding, lookup, HMAC or state. Other datagrams get no answer.
+// It returns nil when conn is closed. The echo-server command gives conn
+// lispd's socket buffers (udpbatch.ServerBuffer), so that under a burst
+// the two queue alike.
 func ServeEcho(conn *net.UDPConn, sizes EchoSizes) error {
 	if err := sizes.Check(); err != nil {
 		return err
 	}
-	pc := ipv4.NewPacketConn(conn)
-	in := make([]ipv4.Message, echoBatch)
-	out := make([]ipv4.Message, echoBatch)
+	c, err := udpbatch.New(conn, echoBatch, echoBuffer, echoSpin)
+	if err != nil {
+		return err
+	}
 	replies := make([][]byte, echoBatch)
 	notifies := make([][]byte, echoBatch)
-	for i := range in {
-		in[i].Buffers = [][]byte{make([]byte, echoBuffer)}
-		out[i].Buffers = make([][]byte, 1)
+	for i := range replies {
 		replies[i] = make([]byte, sizes.Reply)
 		replies[i][0] = byte(lisp.TypeMapReply << 4)
 		replies[i][3] = 1             // one record
@@ -66,36 +69,37 @@ func ServeEcho(conn *net.UDPConn, sizes EchoSizes) error {
 		notifies[i][0] = byte(lisp.TypeMapNotify << 4)
 		notifies[i][3] = 1
 	}
+	dsts := make([]netip.AddrPort, 0, echoBatch)
+	payloads := make([][]byte, 0, echoBatch)
 	for {
-		n, err := pc.ReadBatch(in, 0)
+		n, err := c.Read()
 		if errors.Is(err, net.ErrClosed) {
 			return nil
 		}
 		if err != nil {
 			continue // as lispd: a bad datagram must not stop the server
 		}
-		k := 0
-		for _, m := range in[:n] {
-			req := m.Buffers[0][:m.N]
+		dsts, payloads = dsts[:0], payloads[:0]
+		for i := range n {
+			req, from, truncated := c.Datagram(i)
+			if truncated {
+				continue
+			}
+			k := len(payloads)
 			switch {
 			case len(req) >= ecmNonce+8 && lisp.MsgType(req[0]>>4) == lisp.TypeECM:
-				out[k].Buffers[0] = replies[k]
 				copy(replies[k][replyNonce:], req[ecmNonce:ecmNonce+8])
+				payloads = append(payloads, replies[k])
 			case len(req) >= 12 && lisp.MsgType(req[0]>>4) == lisp.TypeMapRegister:
-				out[k].Buffers[0] = notifies[k]
 				copy(notifies[k][4:], req[4:12])
+				payloads = append(payloads, notifies[k])
 			default:
 				continue
 			}
-			out[k].Addr = m.Addr
-			k++
+			dsts = append(dsts, from)
 		}
-		for sent := 0; sent < k; {
-			w, err := pc.WriteBatch(out[sent:k], 0)
-			if err != nil {
-				break // as lispd: count and drop what the kernel refused
-			}
-			sent += w
+		if len(dsts) > 0 {
+			c.Write(dsts, payloads) // as lispd: what the kernel refused is dropped
 		}
 	}
 }
