@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"time"
 
 	"github.com/amptcp/amptcp/control"
 	"github.com/amptcp/amptcp/internal/udpbatch"
@@ -13,21 +12,18 @@ import (
 	"github.com/amptcp/amptcp/mapping"
 )
 
-// batch is how many datagrams a loop reads or writes per system call.
-const batch = 64
-
-// maxDatagram is the largest UDP payload: a Map-Register of 255 records
-// can exceed any MTU, so buffers take whole datagrams.
-const maxDatagram = 65535
+// A loop's datagrams per system call, largest datagram and polling
+// before it parks (udpbatch's, which the bench's reference shares).
+const (
+	batch       = udpbatch.ServerBatch
+	maxDatagram = udpbatch.ServerDatagram
+	spin        = udpbatch.ServerSpin
+)
 
 // socketBuffer is what lispd asks for its sockets' buffers: bursts of
 // Map-Requests wait in the kernel rather than being dropped (the default
 // holds about 270 small datagrams).
 const socketBuffer = udpbatch.ServerBuffer
-
-// spin is how long a loop polls an empty socket before parking: under
-// load the next datagram comes sooner than a parked goroutine wakes.
-const spin = 20 * time.Microsecond
 
 // conn is one UDP control socket.
 type conn struct {

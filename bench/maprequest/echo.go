@@ -5,20 +5,9 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"time"
 
 	"github.com/amptcp/amptcp/internal/udpbatch"
 	"github.com/amptcp/amptcp/lisp"
-)
-
-// echoBatch, echoBuffer and echoSpin are lispd's (daemon.batch,
-// daemon.maxDatagram, daemon.spin): the reference must do the same I/O as
-// lispd, through the same package (udpbatch), so that the ratio between
-// them is what lispd's LISP work costs.
-const (
-	echoBatch  = 64
-	echoBuffer = 65535
-	echoSpin   = 20 * time.Microsecond
 )
 
 // MinReplySize is the smallest reply ServeEcho sends: a Map-Reply up to
@@ -34,8 +23,8 @@ type EchoSizes struct {
 
 // Check reports sizes that ServeEcho cannot send.
 func (s EchoSizes) Check() error {
-	if s.Reply < MinReplySize || s.Reply > echoBuffer || s.Notify < MinReplySize || s.Notify > echoBuffer {
-		return fmt.Errorf("reply sizes %d and %d: want %d to %d bytes", s.Reply, s.Notify, MinReplySize, echoBuffer)
+	if s.Reply < MinReplySize || s.Reply > udpbatch.ServerDatagram || s.Notify < MinReplySize || s.Notify > udpbatch.ServerDatagram {
+		return fmt.Errorf("reply sizes %d and %d: want %d to %d bytes", s.Reply, s.Notify, MinReplySize, udpbatch.ServerDatagram)
 	}
 	return nil
 }
@@ -54,12 +43,12 @@ func ServeEcho(conn *net.UDPConn, sizes EchoSizes) error {
 	if err := sizes.Check(); err != nil {
 		return err
 	}
-	c, err := udpbatch.New(conn, echoBatch, echoBuffer, echoSpin)
+	c, err := udpbatch.New(conn, udpbatch.ServerBatch, udpbatch.ServerDatagram, udpbatch.ServerSpin)
 	if err != nil {
 		return err
 	}
-	replies := make([][]byte, echoBatch)
-	notifies := make([][]byte, echoBatch)
+	replies := make([][]byte, udpbatch.ServerBatch)
+	notifies := make([][]byte, udpbatch.ServerBatch)
 	for i := range replies {
 		replies[i] = make([]byte, sizes.Reply)
 		replies[i][0] = byte(lisp.TypeMapReply << 4)
@@ -69,8 +58,8 @@ func ServeEcho(conn *net.UDPConn, sizes EchoSizes) error {
 		notifies[i][0] = byte(lisp.TypeMapNotify << 4)
 		notifies[i][3] = 1
 	}
-	dsts := make([]netip.AddrPort, 0, echoBatch)
-	payloads := make([][]byte, 0, echoBatch)
+	dsts := make([]netip.AddrPort, 0, udpbatch.ServerBatch)
+	payloads := make([][]byte, 0, udpbatch.ServerBatch)
 	for {
 		n, err := c.Read()
 		if errors.Is(err, net.ErrClosed) {

@@ -91,6 +91,22 @@ func New(u *net.UDPConn, n, size int, spin time.Duration) (*Conn, error) {
 	return c, nil
 }
 
+// The batch size, datagram size and polling (New's n, size and spin)
+// of lispd's serving loops, which amptcp bench map-request's reference
+// server takes too, so that the two do the same I/O.
+const (
+	// ServerBatch is how many datagrams a loop reads or writes per
+	// system call.
+	ServerBatch = 64
+	// ServerDatagram is the largest UDP payload: a Map-Register of 255
+	// records can exceed any MTU, so buffers take whole datagrams.
+	ServerDatagram = 65535
+	// ServerSpin is how long a loop polls an empty socket before parking:
+	// under load the next datagram comes sooner than a parked goroutine
+	// wakes.
+	ServerSpin = 20 * time.Microsecond
+)
+
 // ServerBuffer is what lispd asks for its sockets' buffers (SetBuffers):
 // bursts of Map-Requests wait in the kernel rather than being dropped
 // (the default holds about 270 small datagrams). amptcp bench
