@@ -4,18 +4,23 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // cpuStat is the machine's CPU time from the "cpu" line of /proc/stat,
-// in USER_HZ ticks (1/100 s on Linux).
+// in USER_HZ ticks (1/100 s on Linux), and when it was read.
 type cpuStat struct {
 	user, nice, system, idle, iowait, irq, softirq, steal uint64
+
+	cpus int       // the CPUs the line sums over: its cpuN lines
+	at   time.Time // when it was read (monotonic); zero: unknown
 }
 
 // userHZ is the unit of /proc/stat, fixed for user space.
 const userHZ = 100
 
-// parseCPUStat reads the first line of /proc/stat, the sum over CPUs.
+// parseCPUStat reads the first line of /proc/stat, the sum over CPUs,
+// and counts the CPUs' lines.
 func parseCPUStat(b []byte) (cpuStat, error) {
 	line, _, _ := strings.Cut(string(b), "\n")
 	f := strings.Fields(line)
@@ -30,11 +35,26 @@ func parseCPUStat(b []byte) (cpuStat, error) {
 		}
 		v[i] = n
 	}
-	return cpuStat{user: v[0], nice: v[1], system: v[2], idle: v[3], iowait: v[4], irq: v[5], softirq: v[6], steal: v[7]}, nil
+	cpus := 0
+	for _, l := range strings.Split(string(b), "\n")[1:] {
+		if len(l) > 3 && l[:3] == "cpu" && l[3] >= '0' && l[3] <= '9' {
+			cpus++
+		}
+	}
+	return cpuStat{user: v[0], nice: v[1], system: v[2], idle: v[3], iowait: v[4], irq: v[5], softirq: v[6], steal: v[7],
+		cpus: cpus}, nil
 }
 
 // use is the CPU time spent between two readings, in seconds. Guest time
 // is part of user time already.
+//
+// Busy is the CPUs' time between the readings less their idle time. The
+// kernel keeps idle time exactly (NO_HZ), but user, system and softirq
+// time only as samples of the timer tick, which on virtual machines here
+// missed most of the network's softirq time (docs/kernel.md, "Timers and
+// a shared machine"). What the host stole from busy CPUs is part of Busy,
+// and of Steal. Without the time between the readings, or if CPUs came or
+// went, Busy is the ticks' sum.
 func (s cpuStat) use(before cpuStat) CPUUse {
 	sec := func(after, before uint64) float64 { return float64(after-before) / userHZ }
 	u := CPUUse{
@@ -45,6 +65,10 @@ func (s cpuStat) use(before cpuStat) CPUUse {
 		Steal:   sec(s.steal, before.steal),
 	}
 	u.Busy = u.User + u.System + u.Softirq
+	if elapsed := s.at.Sub(before.at).Seconds(); !s.at.IsZero() && !before.at.IsZero() && elapsed > 0 &&
+		s.cpus > 0 && s.cpus == before.cpus {
+		u.Busy = max(0, elapsed*float64(s.cpus)-u.Idle)
+	}
 	return u
 }
 

@@ -3,6 +3,7 @@ package dataplane
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestCPUStat(t *testing.T) {
@@ -14,12 +15,36 @@ func TestCPUStat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := after.use(before)
+	// Without the time between the readings, busy is what the ticks counted.
 	want := CPUUse{User: 1.5, System: 10, Softirq: 5.1, Idle: 2.1, Steal: 0.1, Busy: 16.6}
 	near := func(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 }
-	if !near(got.User, want.User) || !near(got.System, want.System) || !near(got.Softirq, want.Softirq) ||
-		!near(got.Idle, want.Idle) || !near(got.Steal, want.Steal) || !near(got.Busy, want.Busy) {
+	same := func(got, want CPUUse) bool {
+		return near(got.User, want.User) && near(got.System, want.System) && near(got.Softirq, want.Softirq) &&
+			near(got.Idle, want.Idle) && near(got.Steal, want.Steal) && near(got.Busy, want.Busy)
+	}
+	if got := after.use(before); !same(got, want) {
 		t.Errorf("use = %+v, want %+v", got, want)
+	}
+
+	// Ten seconds of two CPUs: busy is what was not idle, however few
+	// ticks the split caught.
+	two := "cpu  100 0 100 100 0 0 100 0 0 0\ncpu0 50 0 50 50 0 0 50 0 0 0\ncpu1 50 0 50 50 0 0 50 0 0 0\n"
+	before, err = parseCPUStat([]byte(two))
+	if err != nil || before.cpus != 2 {
+		t.Fatalf("parseCPUStat = %+v, %v; want 2 CPUs", before, err)
+	}
+	after, _ = parseCPUStat([]byte("cpu  110 0 150 840 10 0 190 30 0 0\ncpu0 1 0 1 1 0 0 1 0 0 0\ncpu1 1 0 1 1 0 0 1 0 0 0\n"))
+	before.at = time.Unix(1000, 0)
+	after.at = before.at.Add(10 * time.Second)
+	want = CPUUse{User: 0.1, System: 0.5, Softirq: 0.9, Idle: 7.5, Steal: 0.3, Busy: 12.5}
+	if got := after.use(before); !same(got, want) {
+		t.Errorf("use over 10 s = %+v, want %+v", got, want)
+	}
+	// A CPU that came or went leaves the ticks' sum.
+	after.cpus = 3
+	want.Busy = 1.5
+	if got := after.use(before); !same(got, want) {
+		t.Errorf("use with a CPU more = %+v, want %+v", got, want)
 	}
 	for _, bad := range []string{"", "intr 1 2 3", "cpu 1 2 3", "cpu 1 2 3 4 5 6 7 x 9"} {
 		if _, err := parseCPUStat([]byte(bad)); err == nil || !strings.Contains(err.Error(), "/proc/stat") {

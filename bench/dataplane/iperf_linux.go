@@ -265,7 +265,9 @@ func readCPUStat() (cpuStat, error) {
 	if err != nil {
 		return cpuStat{}, err
 	}
-	return parseCPUStat(b)
+	st, err := parseCPUStat(b)
+	st.at = time.Now()
+	return st, err
 }
 
 // findIperf3 returns the iperf3 binary: path if given, else the one in

@@ -90,13 +90,13 @@ func WriteText(w io.Writer, r *Result) error {
 	fmt.Fprintf(&b, "CPU/Gbit/s: cores busy per Gbit/s of goodput, both iperf3 ends included: on the whole machine, and\n")
 	fmt.Fprintf(&b, "  own: iperf3, lispd and ksoftirqd only (what other processes of a shared machine do is left out).\n")
 	e := r.Environment
-	var steal, busy float64
+	var steal, total float64
 	for _, run := range r.Runs {
 		steal += run.CPU.Steal
-		busy += run.CPU.Busy + run.CPU.Idle + run.CPU.Steal
+		total += run.CPU.Busy + run.CPU.Idle
 	}
-	if busy > 0 && steal/busy > 0.05 {
-		fmt.Fprintf(&b, "The host stole %.0f%% of the CPU time during the runs: the numbers are noisier than usual.\n", 100*steal/busy)
+	if total > 0 && steal/total > 0.05 {
+		fmt.Fprintf(&b, "The host stole %.0f%% of the CPU time during the runs: the numbers are noisier than usual.\n", 100*steal/total)
 	}
 	fmt.Fprintf(&b, "pinning: %s; priority: %s\n", e.Pinning, e.Priority)
 	fmt.Fprintf(&b, "%s (%s), Linux %s, %d CPUs, %s", e.Iperf3Version, e.Iperf3, e.Kernel, e.CPUs, e.Go)

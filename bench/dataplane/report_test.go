@@ -27,7 +27,7 @@ func sampleResult() *Result {
 						g /= 2
 					}
 					m := measured(rep, p, v, st, g)
-					m.CPU = CPUUse{Busy: 10, Idle: 5, Steal: 5}
+					m.CPU = CPUUse{Busy: 15, Idle: 5, Steal: 5} // 20 s of two CPUs, a quarter stolen
 					if v == "lisp" {
 						m.Programs = []ProgramRuns{{Router: "r1", Program: "itr", Runs: 300000, NsPerRun: 500 + float64(rep)},
 							{Router: "r3", Program: "underlay_xdp", Runs: 1000, NsPerRun: 150}}

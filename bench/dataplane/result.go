@@ -78,12 +78,16 @@ type Measurement struct {
 
 // CPUUse is CPU time spent during a run, in seconds, summed over CPUs.
 type CPUUse struct {
-	Busy    float64 `json:"busy"` // user, nice, system, irq and softirq
+	// Busy is the CPUs' time less their idle time. User, System and
+	// Softirq are its split as the timer tick samples it, which can miss
+	// ticks: they may sum to less or more than Busy.
+	Busy    float64 `json:"busy"`
 	User    float64 `json:"user"` // with nice
 	System  float64 `json:"system"`
 	Softirq float64 `json:"softirq"` // with irq
 	Idle    float64 `json:"idle"`    // with iowait
-	// Steal is time the hypervisor gave to others: a noisy host.
+	// Steal is time the hypervisor gave to others: a noisy host. What
+	// it took from busy CPUs is part of Busy too.
 	Steal float64 `json:"steal"`
 	// Own is the CPU time of what the bench ran and the kernel's softirq
 	// threads: iperf3's client and server and the path's lispds (user and
