@@ -22,7 +22,7 @@ const userHZ = 100
 // parseCPUStat reads the first line of /proc/stat, the sum over CPUs,
 // and counts the CPUs' lines.
 func parseCPUStat(b []byte) (cpuStat, error) {
-	line, _, _ := strings.Cut(string(b), "\n")
+	line, rest, _ := strings.Cut(string(b), "\n")
 	f := strings.Fields(line)
 	if len(f) < 9 || f[0] != "cpu" {
 		return cpuStat{}, fmt.Errorf("read /proc/stat: first line %q is not the machine's cpu line", line)
@@ -35,12 +35,8 @@ func parseCPUStat(b []byte) (cpuStat, error) {
 		}
 		v[i] = n
 	}
-	cpus := 0
-	for _, l := range strings.Split(string(b), "\n")[1:] {
-		if len(l) > 3 && l[:3] == "cpu" && l[3] >= '0' && l[3] <= '9' {
-			cpus++
-		}
-	}
+	// Past the first line only the CPUs' own lines start with "cpu".
+	cpus := strings.Count("\n"+rest, "\ncpu")
 	return cpuStat{user: v[0], nice: v[1], system: v[2], idle: v[3], iowait: v[4], irq: v[5], softirq: v[6], steal: v[7],
 		cpus: cpus}, nil
 }
@@ -65,8 +61,7 @@ func (s cpuStat) use(before cpuStat) CPUUse {
 		Steal:   sec(s.steal, before.steal),
 	}
 	u.Busy = u.User + u.System + u.Softirq
-	if elapsed := s.at.Sub(before.at).Seconds(); !s.at.IsZero() && !before.at.IsZero() && elapsed > 0 &&
-		s.cpus > 0 && s.cpus == before.cpus {
+	if elapsed := s.at.Sub(before.at).Seconds(); !before.at.IsZero() && elapsed > 0 && s.cpus > 0 && s.cpus == before.cpus {
 		u.Busy = max(0, elapsed*float64(s.cpus)-u.Idle)
 	}
 	return u
