@@ -81,7 +81,7 @@ func BenchmarkIndex1M(b *testing.B) {
 			batch := qs[i : i+64]
 			x.Prefetch(batch)
 			for _, q := range batch {
-				if _, ok := x.LookupValue(0, q.Addr); !ok {
+				if _, ok := x.LookupValue(q.IID, q.Addr); !ok {
 					b.Fatal("probe not found")
 				}
 			}
