@@ -2,9 +2,12 @@ package lab
 
 import (
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/amptcp/amptcp/cc"
 	"github.com/amptcp/amptcp/internal/testenv"
 	"github.com/amptcp/amptcp/lab/claims"
 	"github.com/amptcp/amptcp/lab/scenario"
@@ -19,6 +22,7 @@ import (
 func TestPaperScenarioClaims(t *testing.T) {
 	testenv.RequireRoot(t)
 	testenv.ExclusiveCongestionControls(t) // failures-aggregation's amp_lia
+	before := liaTokens(t)
 	name := testenv.Prefix + "-claims"
 	edits := map[string][][2]string{
 		"failures-aggregation.yaml": {{`(?m)^  repetitions: 2$`, "  repetitions: 1"}, {`duration: 10s`, "duration: 4s"}},
@@ -65,4 +69,29 @@ func TestPaperScenarioClaims(t *testing.T) {
 			t.Errorf("run %s with amp_lia failed (%s) instead of being skipped", run.ID, run.Error)
 		}
 	}
+	// A saturated upload ends with its data still queued, so its
+	// connection outlives its processes, over links the lab then
+	// deletes: the lab resets it as it goes down, and none of the runs'
+	// connections stays in amp_lia's map (what another test left may).
+	waitUntil(t, "amp_lia's connections to end with the labs", 10*time.Second, func() bool {
+		return len(slices.DeleteFunc(liaTokens(t), func(tok uint32) bool { return slices.Contains(before, tok) })) == 0
+	})
+}
+
+// liaTokens are the tokens of the connections in amp_lia's maps.
+func liaTokens(t *testing.T) []uint32 {
+	t.Helper()
+	st, err := cc.ReadStatus()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tokens []uint32
+	for _, c := range st.Controls {
+		if c.Name == cc.LIA {
+			for _, conn := range c.Connections {
+				tokens = append(tokens, conn.Token)
+			}
+		}
+	}
+	return tokens
 }

@@ -49,6 +49,7 @@ func Down(name string, opts Options) error {
 		if err := stopProcessesIn(ns, opts); err != nil {
 			errs = append(errs, err)
 		}
+		resetSockets(ns, opts)
 	}
 	for _, l := range st.Links {
 		if err := deleteLink(l); err != nil {
@@ -117,6 +118,21 @@ func stopProcessesIn(ns string, opts Options) error {
 		stop(pid, pid, func() bool { return slices.Contains(processesIn(want), pid) })
 	}
 	return nil
+}
+
+// resetSockets aborts the TCP sockets that the namespace's processes left
+// behind: closed with data in flight over links that go before them, they
+// would keep the namespace, and a congestion control they use, for minutes
+// after it is deleted. It only tells of a failure, which leaves them to
+// time out as before.
+func resetSockets(ns string, opts Options) {
+	n, err := (&netns.NS{Name: ns}).ResetTCP()
+	if n > 0 {
+		opts.progress("%s: %d TCP sockets left by its processes reset", ns, n)
+	}
+	if err != nil {
+		opts.progress("%s: %v; they end by their timeouts", ns, err)
+	}
 }
 
 // processesIn lists the PIDs whose network namespace is the one ns

@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -25,6 +26,11 @@ func NetNS(t testing.TB) *netns.NS {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
+		// A TCP socket closed with data unacknowledged would keep the
+		// namespace alive for minutes after its name is gone.
+		if _, err := ns.ResetTCP(); err != nil && !errors.Is(err, unix.EOPNOTSUPP) {
+			t.Errorf("cleanup: %v", err)
+		}
 		if err := ns.Delete(); err != nil {
 			t.Errorf("cleanup: %v", err)
 		}

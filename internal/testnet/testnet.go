@@ -28,6 +28,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 	vns "github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 
 	"github.com/amptcp/amptcp/internal/netns"
 	"github.com/amptcp/amptcp/internal/testenv"
@@ -196,6 +197,14 @@ func (n *Net) cleanup() {
 	}
 	for _, c := range closers {
 		c.Close() // the test may have closed it already
+	}
+	for _, nd := range nodes {
+		// What closing left unacknowledged would retransmit, and keep
+		// the namespace, for minutes; a kernel built without
+		// INET_DIAG_DESTROY lets it.
+		if _, err := nd.ns.ResetTCP(); err != nil && !errors.Is(err, unix.EOPNOTSUPP) {
+			errs = append(errs, err)
+		}
 	}
 	for _, l := range links {
 		if err := l.delete(); err != nil {
