@@ -44,9 +44,10 @@ func (r *run) newReference(sizes EchoSizes) (ref *server, stop func(), err error
 
 // registration sends every Map-Register to lispd, and the same ones to
 // the reference, a tenth at a time in turns, and returns the ratio of
-// their rates in each turn.
-func (r *run) registration(ctx context.Context, lispd, ref *server, regs *registers) (ls, rs registerStats, ratios []float64, err error) {
-	err = r.profiled("register", func() error {
+// their rates in each turn. phase names it in the profiles: register, the
+// first time, refresh when lispd holds the prefixes already.
+func (r *run) registration(ctx context.Context, phase string, lispd, ref *server, regs *registers) (ls, rs registerStats, ratios []float64, err error) {
+	err = r.profiled(phase, func() error {
 		ls, rs, ratios, err = r.registerInTurns(ctx, lispd, ref, regs)
 		return err
 	})

@@ -140,38 +140,19 @@ func (r *run) phases(ctx context.Context, lispdPath string) error {
 		return err
 	}
 	r.progress("registering %d prefixes with lispd at %s and the reference, in %d turns, window %d", o.Prefixes, l.addr, turns, o.Window)
-	ls, rs, ratios, err := r.registration(ctx, lispd, ref, regs)
-	if err != nil {
-		if c, cerr := daemon.QueryCounters(l.sock); cerr == nil && !l.exited() {
-			err = fmt.Errorf("%w; lispd counted Map-Registers %v", err, c.MapRegisters)
-		}
+	if err := r.register(ctx, "register", l, lispd, ref, regs, &res.MapRegister); err != nil {
 		return err
 	}
-	regs = nil // about 80 bytes a prefix: let the generator's collector have them
-	counters, err := daemon.QueryCounters(l.sock)
-	if err != nil {
-		return fmt.Errorf("query lispd's counters: %w", err)
-	}
-	reg := &res.MapRegister
-	*reg = RegisterResult{
-		Count: o.Prefixes, Accepted: counters.MapRegisters["accepted"], Registered: counters.Registrations,
-		Resent: ls.resent, Seconds: ls.elapsed.Seconds(), PerSecond: float64(o.Prefixes) / ls.elapsed.Seconds(),
-		ServerCPU: ls.server.Seconds() / ls.elapsed.Seconds(), ServerWait: ls.waited.Seconds() / ls.elapsed.Seconds(),
-		NotifyBytes:        ls.notifySize,
-		ReferencePerSecond: float64(o.Prefixes) / rs.elapsed.Seconds(), ReferenceNotifyBytes: rs.notifySize,
-		ReferenceServerCPU: rs.server.Seconds() / rs.elapsed.Seconds(), ReferenceServerWait: rs.waited.Seconds() / rs.elapsed.Seconds(),
-		TargetRatio: TargetRegisterRatio,
-	}
-	reg.TurnRatios, reg.RatioToReference = ratios, median(ratios)
-	reg.Met = reg.RatioToReference >= TargetRegisterRatio
-	if counters.Registrations != o.Prefixes {
-		return fmt.Errorf("lispd holds %d registrations after %d Map-Registers were acknowledged (%v)",
-			counters.Registrations, o.Prefixes, counters.MapRegisters)
-	}
-	r.progress("registered %d prefixes in %.2fs: %s", o.Prefixes, ls.elapsed.Seconds(), rate(reg.PerSecond))
+	r.progress("registered %d prefixes in %.2fs: %s", o.Prefixes, res.MapRegister.Seconds, rate(res.MapRegister.PerSecond))
 	if err := r.memory(l, memBefore, rssBefore); err != nil {
 		return err
 	}
+	r.progress("refreshing the %d registrations, as their ETRs do every minute, in %d turns", o.Prefixes, turns)
+	if err := r.register(ctx, "refresh", l, lispd, ref, regs, &res.MapRefresh); err != nil {
+		return err
+	}
+	r.progress("refreshed %d registrations in %.2fs: %s", o.Prefixes, res.MapRefresh.Seconds, rate(res.MapRefresh.PerSecond))
+	regs = nil // about 80 bytes a prefix: let the generator's collector have them
 
 	reqs, err := newRequests(min(o.Prefixes, 1<<18), prefixes, conn.local)
 	if err != nil {
@@ -184,6 +165,42 @@ func (r *run) phases(ctx context.Context, lispdPath string) error {
 	}
 	if l.exited() {
 		return l.failure()
+	}
+	return nil
+}
+
+// register measures a registration phase (registration) into res: the
+// first, which creates every registration, or a refresh of them all.
+func (r *run) register(ctx context.Context, phase string, l *lispd, lispd, ref *server, regs *registers, res *RegisterResult) error {
+	before, err := daemon.QueryCounters(l.sock)
+	if err != nil {
+		return fmt.Errorf("query lispd's counters: %w", err)
+	}
+	ls, rs, ratios, err := r.registration(ctx, phase, lispd, ref, regs)
+	if err != nil {
+		if c, cerr := daemon.QueryCounters(l.sock); cerr == nil && !l.exited() {
+			err = fmt.Errorf("%w; lispd counted Map-Registers %v", err, c.MapRegisters)
+		}
+		return err
+	}
+	counters, err := daemon.QueryCounters(l.sock)
+	if err != nil {
+		return fmt.Errorf("query lispd's counters: %w", err)
+	}
+	n := regs.len()
+	*res = RegisterResult{
+		Count: n, Accepted: counters.MapRegisters["accepted"] - before.MapRegisters["accepted"], Registered: counters.Registrations,
+		Resent: ls.resent, Seconds: ls.elapsed.Seconds(), PerSecond: float64(n) / ls.elapsed.Seconds(),
+		ServerCPU: ls.server.Seconds() / ls.elapsed.Seconds(), ServerWait: ls.waited.Seconds() / ls.elapsed.Seconds(),
+		NotifyBytes:        ls.notifySize,
+		ReferencePerSecond: float64(n) / rs.elapsed.Seconds(), ReferenceNotifyBytes: rs.notifySize,
+		ReferenceServerCPU: rs.server.Seconds() / rs.elapsed.Seconds(), ReferenceServerWait: rs.waited.Seconds() / rs.elapsed.Seconds(),
+		TurnRatios: ratios, RatioToReference: median(ratios), TargetRatio: TargetRegisterRatio,
+	}
+	res.Met = res.RatioToReference >= TargetRegisterRatio
+	if counters.Registrations != n {
+		return fmt.Errorf("lispd holds %d registrations after %d Map-Registers were acknowledged (%v)",
+			counters.Registrations, n, counters.MapRegisters)
 	}
 	return nil
 }

@@ -34,7 +34,8 @@ func runBench(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 
 map-request starts a lispd of its own as map-server and map-resolver on
 127.0.0.1, registers N prefixes with Map-Registers signed with
-HMAC-SHA-256, then sends it Encapsulated Map-Requests over loopback UDP:
+HMAC-SHA-256, refreshes them all (the same Map-Registers again, as ETRs
+do every minute), then sends it Encapsulated Map-Requests over loopback UDP:
 as fast as it answers, then at half that rate to measure latency. It
 reports each performance target as MET or MISSED against a reference
 measured in the same run: a UDP server doing lispd's batched I/O and
