@@ -162,6 +162,25 @@ type ETR struct {
 	deadlines.Slot
 }
 
+// etrRecord is what of an ETR's registration the registration's merge
+// reads, its locators by their storage, which ownLocators keeps when
+// they are the same.
+type etrRecord struct {
+	first      *lisp.Locator
+	n          int
+	mapVersion uint16
+	action     lisp.Action
+	proxyReply bool
+}
+
+func (e *ETR) record() etrRecord {
+	r := etrRecord{n: len(e.Locators), mapVersion: e.MapVersion, action: e.Action, proxyReply: e.ProxyReply}
+	if r.n > 0 {
+		r.first = &e.Locators[0]
+	}
+	return r
+}
+
 // Due is when the registration expires, for the expiry queue.
 func (e *ETR) Due() time.Time { return e.expires.time() }
 

@@ -258,9 +258,11 @@ func (s *Server) apply(site *Site, m *lisp.MapRegister, eids []mapping.EID, src 
 		reg := v.reg
 		before := reg.locators
 		etr := reg.find(id)
-		if etr == nil {
+		refreshed := etr != nil
+		if !refreshed {
 			etr = reg.newETR(now)
 		}
+		prev := etr.record()
 		*etr = ETR{
 			Source: src, XTRID: m.XTRID, Locators: reg.ownLocators(etr.Locators, rec.Locators),
 			TTL: rec.TTL, MapVersion: rec.MapVersion, Action: rec.Action,
@@ -268,6 +270,12 @@ func (s *Server) apply(site *Site, m *lisp.MapRegister, eids []mapping.EID, src 
 			first: etr.first, last: instantOf(now), expires: instantOf(now.Add(s.lifetime(m, rec))),
 			Registers: etr.Registers + 1, WantedNotify: m.WantMapNotify,
 			reg: reg, Slot: etr.Slot, alg: m.Auth.Algorithm, notify: etr.notify, push: etr.push,
+		}
+		if refreshed && len(reg.ETRs) == 1 && etr.record() == prev {
+			// The one ETR refreshes its record as it was, the usual
+			// Map-Register: merging would give what it gave last time.
+			s.expiry.Schedule(etr)
+			continue
 		}
 		// Without the merge bit the ETR's set is the whole set (RFC 9301:
 		// each ETR registers all of the site's locators); with it, it

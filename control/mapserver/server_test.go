@@ -463,6 +463,66 @@ func TestMergeAndReplace(t *testing.T) {
 	}
 }
 
+// A refresh of what the one ETR registered keeps the answer and moves
+// the expiry on; a refresh that changes anything an answer carries (the
+// map-version, the action, a locator, the P bit) changes the answer.
+func TestRefresh(t *testing.T) {
+	s, clk := newServer(t)
+	var out control.Outbox
+	eid := netip.MustParseAddr("10.1.0.1")
+	rec := record("10.1.0.0/16", lisp.MustParseAddress("192.0.2.1"))
+	reg := func(proxy bool, rec lisp.MapRecord) {
+		t.Helper()
+		s.HandleRegister(register(t, &lisp.MapRegister{ProxyReply: proxy, XTRID: &lisp.XTRID{ID: [16]byte{1}},
+			Records: []lisp.MapRecord{rec}}, "key-a"), etr1, &out)
+	}
+	reg(true, rec)
+	first := resolve(t, s, 0, eid)
+	checkWire(t, first)
+	for range 3 {
+		clk.advance(2 * time.Minute)
+		reg(true, rec)
+		if n := s.Expire(); n != 0 {
+			t.Fatalf("Expire dropped %d refreshed registrations", n)
+		}
+		if ans := resolve(t, s, 0, eid); !reflect.DeepEqual(ans, first) {
+			t.Fatalf("after a refresh %+v, before %+v", ans, first)
+		}
+	}
+	if etrs := s.Status().Sites[0].Registrations[0].ETRs; len(etrs) != 1 || etrs[0].Registers != 4 ||
+		!etrs[0].Expires.Equal(clk.now().Add(3*time.Minute)) {
+		t.Fatalf("ETRs after three refreshes: %+v", etrs)
+	}
+	changes := []struct {
+		name   string
+		change func(*lisp.MapRecord)
+		check  func(mapping.Answer) bool
+	}{
+		{"map-version", func(r *lisp.MapRecord) { r.MapVersion = 7 },
+			func(a mapping.Answer) bool { return a.Record.MapVersion == 7 }},
+		{"action", func(r *lisp.MapRecord) { r.Action = lisp.ActionDrop },
+			func(a mapping.Answer) bool { return a.Record.Action == lisp.ActionDrop }},
+		{"priority", func(r *lisp.MapRecord) { r.Locators[0].Priority = 9 },
+			func(a mapping.Answer) bool { return a.Record.Locators[0].Priority == 9 }},
+		{"RLOC", func(r *lisp.MapRecord) { r.Locators[0].Address = lisp.MustParseAddress("192.0.2.9") },
+			func(a mapping.Answer) bool {
+				return a.Record.Locators[0].Address.IP() == netip.MustParseAddr("192.0.2.9")
+			}},
+	}
+	for _, c := range changes {
+		rec.Locators = slices.Clone(rec.Locators)
+		c.change(&rec)
+		reg(true, rec)
+		if ans := resolve(t, s, 0, eid); !c.check(ans) || !checkWire(t, ans) {
+			t.Errorf("after a refresh with a new %s: %s", c.name, &ans.Record)
+		}
+	}
+	reg(false, rec)
+	if ans := resolve(t, s, 0, eid); ans.Kind != mapping.Forward {
+		t.Errorf("after a refresh without the P bit: %s answer", ans.Kind)
+	}
+}
+
 func TestExpiry(t *testing.T) {
 	s, clk := newServer(t)
 	var out control.Outbox
