@@ -48,7 +48,6 @@ func benchDaemon(b *testing.B) *Daemon {
 func benchMessages(b *testing.B, n int) (regs, reqs [][]byte) {
 	r := rand.New(rand.NewPCG(1, 2))
 	seen := map[netip.Prefix]bool{}
-	itr := benchSource
 	for len(regs) < n {
 		p, _ := netip.AddrFrom4([4]byte{10, byte(r.IntN(256)), byte(r.IntN(256)), byte(r.IntN(256))}).Prefix(16 + r.IntN(17))
 		if seen[p] {
@@ -66,7 +65,7 @@ func benchMessages(b *testing.B, n int) (regs, reqs [][]byte) {
 		}
 		regs = append(regs, msg)
 		if len(reqs) < 1<<18 {
-			ecm, err := lig.NewRequest(lisp.IPAddress(p.Addr()), itr, uint64(len(reqs)+1))
+			ecm, err := lig.NewRequest(lisp.IPAddress(p.Addr()), benchSource, uint64(len(reqs)+1))
 			if err != nil {
 				b.Fatal(err)
 			}

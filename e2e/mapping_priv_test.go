@@ -335,7 +335,7 @@ func TestMappingSystem(t *testing.T) {
 			}
 			// Wireshark guesses traceroute from any UDP port in 33435-33464, which an ETR's
 			// ephemeral source port sometimes is: a remark on the port, not on the LISP.
-			expert := strings.Trim(traceroutePort.ReplaceAllString(f[6], ""), ",")
+			expert := strings.Trim(tracerouteRemark.ReplaceAllString(f[6], ""), ",")
 			if expert != "" && !strings.Contains(expert, "Unexpected AFI (0)") { // Wireshark 4.0 and lispers.net-style paths
 				t.Errorf("tshark expert: %s in %s", expert, line)
 			}
@@ -346,7 +346,7 @@ func TestMappingSystem(t *testing.T) {
 	})
 }
 
-var traceroutePort = regexp.MustCompile(`Possible traceroute: hop #\d+, attempt #\d+,?`)
+var tracerouteRemark = regexp.MustCompile(`Possible traceroute: hop #\d+, attempt #\d+,?`)
 
 func statusOf(t *testing.T, sock string) string {
 	t.Helper()
